@@ -1,0 +1,38 @@
+/* fp8_impl.h — the per-ISA conversion tables behind the public oct_fp8_* API.
+ *
+ * Every path must give the same bytes as the scalar reference (fp8_ref.c) for
+ * every input; tests/test_fp8.c checks all paths the machine has. */
+#ifndef OCTET_FP8_IMPL_H
+#define OCTET_FP8_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "octet.h"
+
+typedef struct oct_fp8_impl {
+    const char *name;
+    void (*from_f32)(oct_fp8_format f, oct_cast_mode m, const float *src, uint8_t *dst,
+                     size_t n);
+    void (*from_bf16)(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                      size_t n);
+    void (*from_f16)(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                     size_t n);
+    void (*to_f32)(oct_fp8_format f, const uint8_t *src, float *dst, size_t n);
+} oct_fp8_impl;
+
+extern const oct_fp8_impl oct_fp8_impl_ref;
+extern const oct_fp8_impl oct_fp8_impl_avx2;
+extern const oct_fp8_impl oct_fp8_impl_avx512;
+
+/* The table for a level (the level must be supported by this CPU). */
+const oct_fp8_impl *oct_fp8_impl_for(oct_cpu_level level);
+
+/* Scalar reference, one value (the spec of every path). */
+uint8_t oct_fp8_ref_encode(oct_fp8_format f, oct_cast_mode m, float x);
+float oct_fp8_ref_decode(oct_fp8_format f, uint8_t code);
+
+/* 256-entry decode tables, filled on first use (thread-safe: idempotent). */
+const float *oct_fp8_decode_table(oct_fp8_format f);
+
+#endif

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Runs every test executable given on the command line from the repository
+# root, shows its output, and sums the "N passed, N failed" line each prints.
+# An executable that dies or omits the line counts as one failure.
+total_pass=0
+total_fail=0
+for t in "$@"; do
+    echo "== $t"
+    out=$("$t" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep -v '^ok ' | tail -n 40
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "!! $t exited with status $rc and printed no summary line"
+        total_fail=$((total_fail + 1))
+        continue
+    fi
+    p=${line%% passed*}
+    f=${line#*, }; f=${f%% failed}
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "!! $t exited with status $rc"
+        total_fail=$((total_fail + 1))
+    fi
+done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
