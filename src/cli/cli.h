@@ -1,4 +1,9 @@
-/* cli.h — subcommand entry points and shared CLI helpers. */
+/* cli.h — subcommand entry points and shared CLI helpers.
+ *
+ * Each command lives in its own file src/cli/<command>.c and defines
+ * `int cli_<command>(int argc, char **argv)` (argv[0] is the command name).
+ * Commands not written yet resolve to the weak fallbacks in pending.c, which
+ * say so and exit with status 2. */
 #ifndef OCTET_CLI_H
 #define OCTET_CLI_H
 
@@ -8,6 +13,13 @@
  * comes from OCTET_LOG (debug|info|warn|error), default info. */
 void cli_install_logger(void);
 
+int cli_generate(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_inspect(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
+int cli_tokenize(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 int cli_formats(int argc, char **argv);
 int cli_cpu(int argc, char **argv);
 

@@ -1,21 +1,37 @@
-/* main.c — the octet command line: dispatches to subcommands. */
+/* main.c — the octet command line: dispatches to subcommands (one file per
+ * command in src/cli/). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command k_commands[] = {
+    {"generate", cli_generate, "run a model on a prompt"},
+    {"eval", cli_eval, "perplexity, and KLD / top-1 agreement vs BF16"},
+    {"inspect", cli_inspect, "what a checkpoint is; --plan: what loading will do"},
+    {"quantize", cli_quantize, "write an FP8 checkpoint"},
+    {"tokenize", cli_tokenize, "text -> token ids exactly as HF tokenizers"},
+    {"bench", cli_bench, "benchmarks: gemm, fp8"},
+    {"serve", cli_serve, "OpenAI-compatible HTTP server"},
+    {"formats", cli_formats, "table of the FP8 formats and a quantization round trip"},
+    {"cpu", cli_cpu, "detected CPU features and the active kernel level"},
+};
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "octet %s — FP8 inference for large language models\n"
-            "\n"
-            "usage: octet <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  formats     table of the five FP8 formats and a quantize round trip\n"
-            "  cpu         show detected CPU features and the active kernel level\n"
-            "  help        this text\n",
+            "octet %s — FP8 inference for large language models\n\n"
+            "usage: octet <command> [options]   (octet <command> --help for its options)\n\n"
+            "commands:\n",
             OCTET_VERSION);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
 }
 
 int main(int argc, char **argv)
@@ -34,10 +50,9 @@ int main(int argc, char **argv)
         printf("octet %s\n", OCTET_VERSION);
         return 0;
     }
-    if (strcmp(cmd, "formats") == 0)
-        return cli_formats(argc - 1, argv + 1);
-    if (strcmp(cmd, "cpu") == 0)
-        return cli_cpu(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (strcmp(cmd, k_commands[i].name) == 0)
+            return k_commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "octet: unknown command '%s' (see: octet help)\n", cmd);
     return 2;
 }
