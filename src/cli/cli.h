@@ -23,4 +23,8 @@ int cli_serve(int argc, char **argv);
 int cli_formats(int argc, char **argv);
 int cli_cpu(int argc, char **argv);
 
+/* `octet bench <name>`: each benchmark lives in bench/bench_<name>.c. */
+int bench_gemm_main(int argc, char **argv);
+int bench_fp8_main(int argc, char **argv);
+
 #endif

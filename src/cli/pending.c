@@ -23,5 +23,18 @@ PENDING(eval)
 PENDING(inspect)
 PENDING(quantize)
 PENDING(tokenize)
-PENDING(bench)
 PENDING(serve)
+
+__attribute__((weak)) int bench_gemm_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return pending("bench gemm");
+}
+
+__attribute__((weak)) int bench_fp8_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return pending("bench fp8");
+}

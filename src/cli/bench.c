@@ -1,0 +1,21 @@
+/* bench.c — `octet bench <name> [options]` dispatches to bench/bench_<name>.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+int cli_bench(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: octet bench gemm [--m 1,256] [--shapes KxN,...] [--threads N] [--json]\n"
+                "       octet bench fp8  [--n N] [--json]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "gemm") == 0)
+        return bench_gemm_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "fp8") == 0)
+        return bench_fp8_main(argc - 1, argv + 1);
+    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8)\n", argv[1]);
+    return 2;
+}
