@@ -9,6 +9,8 @@
 #ifndef OCTET_TESTLIB_H
 #define OCTET_TESTLIB_H
 
+#define OCT_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

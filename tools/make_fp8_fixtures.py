@@ -131,7 +131,10 @@ def make_casts(dev):
     t = {}
     pats = torch.arange(65536, dtype=torch.int32).to(torch.int16)
     bf16 = pats.view(torch.bfloat16).to(dev)
-    f16 = pats.view(torch.float16).to(dev)
+    # fp16 -> fp32 widening on the CPU: CUDA's conversion canonicalises NaN to
+    # +NaN (0x7FFFFFFF) and would drop the sign of negative NaN inputs, which
+    # c10's exact widening (and octet) keep.
+    f16 = pats.view(torch.float16)
     edges = edge_bits()
     rnd = random_bits()
     allbits = edges + rnd
@@ -141,7 +144,7 @@ def make_casts(dev):
         for mode in ("nonsat", "sat"):
             # bf16/fp16 are widened to fp32 first (exact), as torch does
             t[f"bf16.{name}.{mode}"] = cast(bf16.float(), dt, mode).cpu()
-            t[f"f16.{name}.{mode}"] = cast(f16.float(), dt, mode).cpu()
+            t[f"f16.{name}.{mode}"] = cast(f16.float().to(dev), dt, mode).cpu()
             t[f"f32.{name}.{mode}"] = cast(xs, dt, mode).cpu()
             # the direct casts must agree with the widened ones
             assert torch.equal(cast(bf16, dt, mode).cpu(), t[f"bf16.{name}.{mode}"])
@@ -160,6 +163,13 @@ def e4(x):
     return x.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
+def div(a, b):
+    """IEEE f32 division a / b.  On CUDA `tensor / python_float` is computed as
+    tensor * (1/b), one ulp off true division; vLLM's CUDA kernels (and octet)
+    divide, so divide by a tensor."""
+    return a / torch.full_like(a, b)
+
+
 def quant_cases(dev):
     g = torch.Generator(device="cpu").manual_seed(1234)
     t = {}
@@ -171,7 +181,7 @@ def quant_cases(dev):
     for name, x in (("tensor.rand", rnd(64, 300)), ("tensor.zero", torch.zeros(8, 64, device=dev)),
                     ("tensor.outlier", torch.cat([rnd(15, 256), rnd(1, 256) * 0 + 3000.0]))):
         x[..., 0] = x[..., 0]  # keep shape
-        s = torch.clamp(x.abs().amax() / Q, min=1.0 / (Q * 512))
+        s = torch.clamp(div(x.abs().amax(), Q), min=1.0 / (Q * 512))
         q = e4(torch.clamp(x * torch.reciprocal(s), -Q, Q))
         t[name + ".x"], t[name + ".scale"], t[name + ".q"] = x, s.reshape(1), q
         deq = q.view(torch.float8_e4m3fn).float() * s
@@ -184,7 +194,7 @@ def quant_cases(dev):
     # per-tensor with NaN / Inf inputs (torch propagates: NaN scale / NaN codes)
     x = rnd(4, 64)
     x[1, 3] = float("nan")
-    s = torch.clamp(x.abs().amax() / Q, min=1.0 / (Q * 512))
+    s = torch.clamp(div(x.abs().amax(), Q), min=1.0 / (Q * 512))
     t["tensor.nan.x"], t["tensor.nan.scale"] = x, s.reshape(1)
     t["tensor.nan.q"] = e4(torch.clamp(x * torch.reciprocal(s), -Q, Q))
 
@@ -196,20 +206,20 @@ def quant_cases(dev):
         if ub is not None:
             am = torch.clamp(am, max=ub)
             t[name + ".ub"] = torch.tensor([ub], dtype=torch.float32)
-        s = torch.clamp(am / Q, min=1.0 / (Q * 512))
+        s = torch.clamp(div(am, Q), min=1.0 / (Q * 512))
         t[name + ".x"], t[name + ".scale"] = x, s.reshape(-1)
         t[name + ".q"] = e4(torch.clamp(x / s, -Q, Q))
     # per-token into e4m3fnuz with the AMD quantization max 224
     x = rnd(9, 160)
-    s = torch.clamp(x.abs().amax(dim=1, keepdim=True) / 224.0, min=1.0 / (224.0 * 512))
+    s = torch.clamp(div(x.abs().amax(dim=1, keepdim=True), 224.0), min=1.0 / (224.0 * 512))
     t["token_fnuz.x"], t["token_fnuz.scale"] = x, s.reshape(-1)
     t["token_fnuz.q"] = torch.clamp(x / s, -224.0, 224.0).to(torch.float8_e4m3fnuz).view(torch.uint8)
 
     # per-channel weights [N,K]: scale_n = max(amax_n/Q, 1/(Q*512)); q = cast(clamp(w / scale))
     w = rnd(96, 200, scale=0.02)
     w[5] = 0
-    s = torch.clamp(w.abs().amax(dim=1, keepdim=True) / Q, min=1.0 / (Q * 512))
-    t["channel.w"], t["channel.scale"], t["channel.q"] = w, s.reshape(-1), e4(torch.clamp(w / s, -Q, Q))
+    s = torch.clamp(div(w.abs().amax(dim=1, keepdim=True), Q), min=1.0 / (Q * 512))
+    t["channel.x"], t["channel.scale"], t["channel.q"] = w, s.reshape(-1), e4(torch.clamp(w / s, -Q, Q))
 
     # 1x128 activation groups (partial last group when K % 128 != 0):
     # scale = max(amax_g/Q, 1/(Q*512)); q = cast(clamp(x / scale))
@@ -218,7 +228,7 @@ def quant_cases(dev):
         x[3, :] = 0
         G = (K + 127) // 128
         xp = torch.nn.functional.pad(x, (0, G * 128 - K)).reshape(17, G, 128)
-        s = torch.clamp(xp.abs().amax(dim=2, keepdim=True) / Q, min=1.0 / (Q * 512))
+        s = torch.clamp(div(xp.abs().amax(dim=2, keepdim=True), Q), min=1.0 / (Q * 512))
         q = e4(torch.clamp(xp / s, -Q, Q)).reshape(17, G * 128)[:, :K]
         t[name + ".x"], t[name + ".scale"], t[name + ".q"] = x, s.reshape(17, G), q.contiguous()
 
@@ -230,7 +240,7 @@ def quant_cases(dev):
         BN, BK = (N + 127) // 128, (K + 127) // 128
         wp = torch.nn.functional.pad(w, (0, BK * 128 - K, 0, BN * 128 - N)).reshape(BN, 128, BK, 128)
         am = wp.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-4)
-        s = am / Q
+        s = div(am, Q)
         q = e4(wp * (1.0 / s)).reshape(BN * 128, BK * 128)[:N, :K]
         t[name + ".w"], t[name + ".scale"], t[name + ".q"] = w, s.reshape(BN, BK), q.contiguous()
 
@@ -267,7 +277,7 @@ def quant_cases(dev):
     # fused per-tensor shards -> max scale.  vLLM: w' = quant(fp16(fp16(w_fp8) * s_i), s_max)
     # with quant = cast(clamp(x * (1/s_max))); octet's exact mode does the dequant in fp32.
     shards = [rnd(64, 128, scale=0.05), rnd(32, 128, scale=0.2), rnd(32, 128, scale=0.01)]
-    scales = [torch.clamp(w.abs().amax() / Q, min=1e-12) for w in shards]
+    scales = [torch.clamp(div(w.abs().amax(), Q), min=1e-12) for w in shards]
     qs = [e4(torch.clamp(w / s, -Q, Q)) for w, s in zip(shards, scales)]
     smax = torch.stack(scales).max()
     fp16_out, f32_out = [], []

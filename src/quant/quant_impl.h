@@ -1,0 +1,25 @@
+/* quant_impl.h — helpers shared by the files of src/quant/ (and by kernels that
+ * fuse quantization and must reproduce it bit for bit). */
+#ifndef OCTET_QUANT_IMPL_H
+#define OCTET_QUANT_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "octet.h"
+
+/* True for the four element formats quantizers target (not E8M0). */
+bool oct_quant_elem_format_ok(oct_fp8_format f);
+
+/* max |x| (NaN if any element is NaN). */
+float oct_quant_amax(const float *x, size_t n);
+
+/* q = sat_cast(x * mul) and q = sat_cast(x / div), in f32, chunked. */
+void oct_quant_mul_cast(oct_fp8_format f, const float *x, size_t n, float mul, uint8_t *q);
+void oct_quant_div_cast(oct_fp8_format f, const float *x, size_t n, float div, uint8_t *q);
+
+/* The MX block exponent (biased E8M0 code) for a block with this amax. */
+uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float amax);
+
+#endif
