@@ -1,0 +1,129 @@
+/* io.h — internal helpers shared by the files of src/io/: dtype table, JSON
+ * field access with errors that name the key, file helpers, name matching,
+ * and the pieces the checkpoint builder and the format parsers exchange. */
+#ifndef OCTET_IO_H
+#define OCTET_IO_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* Hard limits on what an untrusted file may make us allocate. */
+#define OCT_ST_MAX_HEADER (100u * 1024u * 1024u) /* as the safetensors crate */
+#define OCT_JSON_MAX_FILE (64u * 1024u * 1024u)  /* config.json, index.json */
+
+/* ---- files --------------------------------------------------------------- */
+/* Reads a whole (small) file into a NUL-terminated buffer (oct_free it). */
+oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len,
+                        oct_error *err);
+/* "dir/name" into a fresh buffer (oct_free it); NULL on NOMEM. */
+char *io_path_join(const char *dir, const char *name);
+bool io_file_exists(const char *path);
+/* Writes `len` bytes to path atomically: path.tmp, fsync, rename. */
+oct_status io_write_atomic(const char *path, const void *data, size_t len, oct_error *err);
+/* Copies a file (atomically at the destination). */
+oct_status io_copy_file(const char *src, const char *dst, oct_error *err);
+/* fsyncs a directory so renames inside it are durable. */
+void io_fsync_dir(const char *dir);
+
+/* ---- JSON ---------------------------------------------------------------- */
+/* Parses JSON text; errors name `label` with line/column and byte offset. */
+oct_status io_json_parse(const char *text, size_t len, const char *label, json_t **out,
+                         oct_error *err);
+/* Typed getters.  Absent (or null) keys leave *out untouched and return OK
+ * unless `required`; a value of the wrong type is OCT_ERR_FORMAT naming
+ * "<where>.<key>". */
+oct_status io_json_int(const json_t *obj, const char *key, const char *where, bool required,
+                       int64_t *out, oct_error *err);
+oct_status io_json_num(const json_t *obj, const char *key, const char *where, bool required,
+                       double *out, oct_error *err);
+oct_status io_json_bool(const json_t *obj, const char *key, const char *where, bool required,
+                        bool *out, oct_error *err);
+/* *out borrows the JSON string (NULL when absent). */
+oct_status io_json_str(const json_t *obj, const char *key, const char *where, bool required,
+                       const char **out, oct_error *err);
+/* Array of strings (or absent/null -> n = 0).  *out is an oct_malloc'd array
+ * of borrowed pointers. */
+oct_status io_json_str_array(const json_t *obj, const char *key, const char *where,
+                             const char ***out, int *n, oct_error *err);
+
+/* ---- names --------------------------------------------------------------- */
+/* Compiled ignore / target list (exact names and "re:" patterns). */
+typedef struct io_patterns io_patterns;
+/* `field` names the list in compile errors ("quantization_config.ignore"). */
+oct_status io_patterns_create(const char *const *patterns, int n, const char *field,
+                              io_patterns **out, oct_error *err);
+void io_patterns_free(io_patterns *p);
+/* Index of the first entry matching `name`, -1 for none. */
+int io_patterns_match(const io_patterns *p, const char *name);
+int io_patterns_count(const io_patterns *p);
+const char *io_patterns_at(const io_patterns *p, int i);
+/* Shell-style fnmatch ('*', '?', '[...]'), as Python's fnmatch.fnmatch on
+ * case-sensitive names. */
+bool io_fnmatch(const char *pattern, const char *name);
+
+/* ---- quantization_config -> one spec per linear -------------------------- */
+typedef struct io_qspec {
+    bool quantized;
+    oct_wscale_kind wkind;
+    int64_t bn, bk;          /* BLOCK */
+    const char *scale_name;  /* suffix of the weight scale: "weight_scale" / "weight_scale_inv" */
+    bool channel_1d_ok;      /* CHANNEL scales may be [N] (Quark) as well as [N, 1] */
+    oct_act_kind act;
+    int64_t act_group;
+    float act_ub;
+    char rule[160];
+} io_qspec;
+
+typedef struct io_qconfig io_qconfig;
+/* Parses the quantization_config object (NULL -> plain checkpoint). */
+oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out,
+                            oct_error *err);
+void io_qconfig_free(io_qconfig *q);
+oct_ckpt_format io_qconfig_format(const io_qconfig *q);
+/* The scheme for linear `name` (is_lm_head: vLLM's ParallelLMHead, which class
+ * targets like "Linear" never match). */
+oct_status io_qconfig_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
+                              io_qspec *out, oct_error *err);
+/* The config declares quantized KV-cache scales. */
+bool io_qconfig_kv_quantized(const io_qconfig *q);
+/* KV source names "<x>.{k,v,q}_proj.output_scale" are meaningful (fp8, quark). */
+bool io_qconfig_output_scale_kv(const io_qconfig *q);
+
+/* Format parsers (qconfig_*.c); each fills the shared io_qconfig. */
+struct io_qconfig_ops {
+    oct_status (*resolve)(const io_qconfig *q, const char *name, bool is_lm_head,
+                          io_qspec *out, oct_error *err);
+    void (*free_priv)(void *priv);
+};
+struct io_qconfig {
+    oct_ckpt_format format;
+    bool kv_quantized;
+    bool output_scale_kv;
+    const struct io_qconfig_ops *ops;
+    void *priv;
+};
+oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q,
+                               oct_error *err);
+oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfig *q,
+                                  oct_error *err);
+oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig *q,
+                                oct_error *err);
+oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconfig *q,
+                                   oct_error *err);
+
+/* Leaves the scheme of an unquantized layer in *out. */
+void io_qspec_none(io_qspec *out, const char *rule_fmt, const char *arg);
+
+/* ---- KV-scale names (spec §4.4) ----------------------------------------- */
+typedef enum { IO_KV_K = 0, IO_KV_V, IO_KV_Q, IO_KV_PROB, IO_KV_KV /* deprecated k+v */ } io_kv_kind;
+/* If `name` is a KV-cache scale, writes the canonical attention module name
+ * ("<prefix>.attn") to attn (cap bytes) and its kind; is_zero_point marks
+ * "<x>.{k,v,q}_zero_point".  output_scale_kv enables the
+ * "<x>.{k,v,q}_proj.output_scale" / "prob_output_scale" names. */
+bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap,
+                 io_kv_kind *kind, bool *is_zero_point);
+
+#endif
