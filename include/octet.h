@@ -556,7 +556,7 @@ typedef enum {
 const char *oct_act_kind_str(oct_act_kind k);
 
 /* One unfused linear layer as the checkpoint stores it. */
-typedef struct oct_linear {
+typedef struct oct_ckpt_linear {
     const char *name;         /* "model.layers.0.self_attn.q_proj" */
     int64_t out_features;     /* N */
     int64_t in_features;      /* K */
@@ -576,21 +576,21 @@ typedef struct oct_linear {
     float act_scale_ub;            /* fbgemm activation_scale_ub; 0: none */
     const oct_tensor *bias;        /* [N] or NULL */
     const char *rule; /* what decided the scheme ("config_groups.group_0", "ignore: lm_head") */
-} oct_linear;
+} oct_ckpt_linear;
 
 /* KV-cache scales of one attention layer after the spec §4.4 remapping. */
-typedef struct oct_kv_scales {
+typedef struct oct_ckpt_kv {
     const char *attn; /* "model.layers.0.self_attn.attn" */
     int64_t layer;    /* decoder layer index, -1 if the name has none */
     float k_scale, v_scale, q_scale, prob_scale; /* < 0: absent (doubled for fnuz) */
     const char *k_source, *v_source, *q_source, *prob_source; /* checkpoint names, or NULL */
-} oct_kv_scales;
+} oct_ckpt_kv;
 
 typedef struct oct_checkpoint_opts {
     bool to_fnuz; /* serve E4M3FN weights as E4M3FNUZ (AMD MI300): codes converted, scales x2 */
 } oct_checkpoint_opts;
 
-/* A checkpoint folder: config, tensors, format, and one oct_linear per
+/* A checkpoint folder: config, tensors, format, and one oct_ckpt_linear per
  * unfused linear layer.  A scale that is missing, has the wrong shape or
  * dtype, or has no known meaning is an error naming the tensor; an
  * unsupported scheme names the quantization_config field and value. */
@@ -609,25 +609,25 @@ const oct_tensor_set *oct_checkpoint_tensors(const oct_checkpoint *ck);
 const char *oct_checkpoint_quant_config_json(const oct_checkpoint *ck);
 /* Linears in tensor-name order. */
 int64_t oct_checkpoint_n_linears(const oct_checkpoint *ck);
-const oct_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i);
-const oct_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck, const char *name);
+const oct_ckpt_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i);
+const oct_ckpt_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck, const char *name);
 /* KV scales per attention layer (empty when the checkpoint has none). */
 int64_t oct_checkpoint_n_kv(const oct_checkpoint *ck);
-const oct_kv_scales *oct_checkpoint_kv(const oct_checkpoint *ck, int64_t i);
+const oct_ckpt_kv *oct_checkpoint_kv(const oct_checkpoint *ck, int64_t i);
 /* The checkpoint declares a quantized KV cache (kv_cache_scheme, kv_cache_group). */
 bool oct_checkpoint_kv_quantized(const oct_checkpoint *ck);
 
 /* Rows [row0, row0 + n_rows) of a linear's weight as f32 (dequantized:
  * decode(code) x scale in f32): dst [n_rows, K]. */
-oct_status oct_linear_read_f32(const oct_linear *l, int64_t row0, int64_t n_rows, float *dst,
+oct_status oct_ckpt_linear_read_f32(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows, float *dst,
                                oct_error *err);
 /* FP8 codes of rows [row0, row0 + n_rows): dst [n_rows, K] (converted to
  * E4M3FNUZ when l->fp8_format says so). */
-oct_status oct_linear_read_codes(const oct_linear *l, int64_t row0, int64_t n_rows,
+oct_status oct_ckpt_linear_read_codes(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
                                  uint8_t *dst, oct_error *err);
 /* The weight scales as f32: dst [scale_rows * scale_cols] (MX: 2^(e-127);
  * doubled for E4M3FNUZ). */
-oct_status oct_linear_read_scales(const oct_linear *l, float *dst, oct_error *err);
+oct_status oct_ckpt_linear_read_scales(const oct_ckpt_linear *l, float *dst, oct_error *err);
 
 /* ---- export (octet quantize) ------------------------------------------- */
 typedef enum {
