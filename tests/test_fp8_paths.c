@@ -36,13 +36,6 @@ static uint32_t rnd32(void)
     return (uint32_t)(g_rng >> 16);
 }
 
-static inline float f_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 static uint32_t bits_of(float x)
 {
     uint32_t u;

@@ -15,6 +15,12 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Lanes [0, min(left, 16)) of a 16-lane vector. */
+ALWAYS_INLINE __mmask16 tail_mask(size_t left)
+{
+    return (__mmask16)(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+}
+
 /* ------------------------------------------------------------------ encode */
 
 ALWAYS_INLINE __m512i enc_e8m0(__m512i u)
@@ -113,7 +119,7 @@ ALWAYS_INLINE void enc_loop(int src, oct_fp8_format f, oct_cast_mode m, const vo
     }
     for (; i < n; i += 16) {
         size_t left = n - i;
-        __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __mmask16 k = tail_mask(left);
         __m512i c = enc_any(load_src(src, s, i, k), f, m);
         _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
     }
@@ -207,7 +213,7 @@ static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
     const __m512i keep = _mm512_set1_epi32((int)0xFFFF0000u);
     for (size_t i = 0; i < n; i += 16) {
         size_t left = n - i;
-        __mmask16 k = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        __mmask16 k = tail_mask(left);
         __m128i codes = _mm_maskz_loadu_epi8(k, s + i);
         __m512i idx = _mm512_permutexvar_epi8(spread, _mm512_zextsi128_si512(codes));
         __mmask64 top = _mm512_movepi8_mask(idx); /* codes >= 128 */

@@ -245,8 +245,8 @@ typedef struct tok_bpe {
     int32_t byte_ids[256];  /* <0xNN> ids, -1 when absent */
 } tok_bpe;
 
-oct_status tok_bpe_parse(const json_t *model, tok_bpe *bpe, struct oct_tokenizer *tok,
-                         oct_error *err);
+/* Parses model (type BPE) into bpe; on failure bpe is left for tok_bpe_free. */
+oct_status tok_bpe_parse(const json_t *model, tok_bpe *bpe, oct_error *err);
 void tok_bpe_free(tok_bpe *bpe);
 oct_status tok_bpe_encode(const tok_bpe *bpe, const char *s, size_t n, tok_work *w, tok_ids *out,
                           oct_error *err);

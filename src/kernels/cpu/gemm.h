@@ -86,6 +86,9 @@ const char *oct_scale_pair_problem(oct_scale_kind ka, oct_scale_kind kw);
  * quant section's oct_quant_* functions, E4M3FN, saturating ---- */
 uint8_t oct_gemm_encode(float y); /* saturating RNE E4M3FN */
 float oct_gemm_row_scale(const float *x, int64_t n, float ub);  /* per-token / group */
+/* The same from a precomputed amax (NaN when any element was NaN). */
+float oct_gemm_scale_from_amax(float amax, float ub);
+uint8_t oct_gemm_mx_exponent_from_amax(float amax);
 float oct_gemm_tensor_scale(const float *x, int64_t n);         /* dynamic per-tensor */
 uint8_t oct_gemm_mx_exponent(const float *x, int64_t n);         /* OCP recipe */
 /* Quantizes x [m,k] per mode into codes q [m,k] and scales (layout of sa for the

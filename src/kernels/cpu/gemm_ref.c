@@ -39,7 +39,11 @@ static float scale_floor(void)
 
 float oct_gemm_row_scale(const float *x, int64_t n, float ub)
 {
-    float a = amax_nan(x, n);
+    return oct_gemm_scale_from_amax(amax_nan(x, n), ub);
+}
+
+float oct_gemm_scale_from_amax(float a, float ub)
+{
     if (ub > 0.0f && a > ub)
         a = ub;
     float s = a / OCT_GEMM_QMAX;
@@ -53,7 +57,11 @@ float oct_gemm_tensor_scale(const float *x, int64_t n)
 
 uint8_t oct_gemm_mx_exponent(const float *x, int64_t n)
 {
-    float a = amax_nan(x, n);
+    return oct_gemm_mx_exponent_from_amax(amax_nan(x, n));
+}
+
+uint8_t oct_gemm_mx_exponent_from_amax(float a)
+{
     if (a != a || isinf(a))
         return 0xFF;
     if (a == 0.0f)
