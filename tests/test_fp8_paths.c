@@ -60,12 +60,11 @@ static void compare_codes(const char *what, const oct_fp8_impl *p, oct_fp8_forma
             continue;
         bad++;
         if (shown++ < 5)
-            fprintf(stderr, "  %s %s %s %s: input 0x%08x -> 0x%02x, ref 0x%02x\n", p->name,
-                    what, oct_fp8_format_str(f), mode_str(m), (unsigned)in_bits[i], got[i],
-                    want[i]);
+            fprintf(stderr, "  %s %s %s %s: input 0x%08x -> 0x%02x, ref 0x%02x\n", p->name, what,
+                    oct_fp8_format_str(f), mode_str(m), (unsigned)in_bits[i], got[i], want[i]);
     }
-    CHECKF(bad == 0, "%s %s %s %s: %zu of %zu codes differ", p->name, what,
-           oct_fp8_format_str(f), mode_str(m), bad, n);
+    CHECKF(bad == 0, "%s %s %s %s: %zu of %zu codes differ", p->name, what, oct_fp8_format_str(f),
+           mode_str(m), bad, n);
 }
 
 static void test_all_bf16_f16(void)
@@ -85,8 +84,7 @@ static void test_all_bf16_f16(void)
             for (int p = 0; p < g_n_paths; p++) {
                 memset(got, 0xA5, 65536);
                 g_paths[p]->from_bf16((oct_fp8_format)f, m, h, got, 65536);
-                compare_codes("bf16", g_paths[p], (oct_fp8_format)f, m, want, got, shown,
-                              65536);
+                compare_codes("bf16", g_paths[p], (oct_fp8_format)f, m, want, got, shown, 65536);
             }
             oct_fp8_impl_ref.from_f16((oct_fp8_format)f, m, h, want, 65536);
             for (int p = 0; p < g_n_paths; p++) {
@@ -134,9 +132,9 @@ static size_t build_f32_inputs(uint32_t *v, size_t cap)
         v[k++] = nan | 0x80000000u;
     }
     /* f32 subnormals: e8m0 guard/sticky cases and random ones */
-    static const uint32_t subn[] = {1u,         0x3FFFFFu,  0x400000u,  0x400001u,
-                                    0x5FFFFFu,  0x600000u,  0x7FFFFFu,  0x7FFFFEu,
-                                    0x200000u,  0x000800u,  0x7FFFFFu};
+    static const uint32_t subn[] = {1u,        0x3FFFFFu, 0x400000u, 0x400001u,
+                                    0x5FFFFFu, 0x600000u, 0x7FFFFFu, 0x7FFFFEu,
+                                    0x200000u, 0x000800u, 0x7FFFFFu};
     for (size_t i = 0; i < LEN(subn); i++) {
         v[k++] = subn[i];
         v[k++] = subn[i] | 0x80000000u;
@@ -263,7 +261,7 @@ static void test_tails(void)
                 oct_cast_mode m = k_modes[mi];
                 for (size_t n = 0; n <= TAIL_MAX; n++) {
                     for (size_t off = 0; off < 4; off++) {
-                        for (int kind = 0; kind < 3; kind++) {
+                        for (int kind = 0; kind < 5; kind++) {
                             memset(got, 0xA5, sizeof got);
                             if (kind == 0) {
                                 oct_fp8_impl_ref.from_f32(F, m, xs + off, want, n);
@@ -271,9 +269,14 @@ static void test_tails(void)
                             } else if (kind == 1) {
                                 oct_fp8_impl_ref.from_bf16(F, m, hs + off, want, n);
                                 P->from_bf16(F, m, hs + off, got + off, n);
-                            } else {
+                            } else if (kind == 2) {
                                 oct_fp8_impl_ref.from_f16(F, m, hs + off, want, n);
                                 P->from_f16(F, m, hs + off, got + off, n);
+                            } else { /* scaled: the mode picks multiply or divide */
+                                bool div = m == OCT_CAST_SAT;
+                                oct_fp8_impl_ref.from_f32_scaled(F, xs + off, want, n, 0.37f, div,
+                                                                 224.0f);
+                                P->from_f32_scaled(F, xs + off, got + off, n, 0.37f, div, 224.0f);
                             }
                             bool ok = memcmp(want, got + off, n) == 0;
                             for (size_t i = 0; i < sizeof got; i++)
@@ -304,6 +307,95 @@ static void test_tails(void)
             }
         }
     }
+}
+
+/* from_f32_scaled: 2^16 of the f32 edge values through every format, both
+ * operations, scales that land values on ties, overflow the f32 range, give
+ * 0 * Inf or NaN, and clamp bounds (none, representable, between codes, Inf, NaN). */
+static void test_scaled(void)
+{
+    const size_t n = 1u << 16;
+    uint32_t *all = malloc(N_F32 * sizeof *all);
+    uint8_t *want = malloc(n), *got = malloc(n);
+    REQUIRE(all && want && got);
+    build_f32_inputs(all, N_F32);
+    /* the specials and midpoints come first; then a spread of the rest */
+    for (size_t i = n / 2; i < n; i++)
+        all[i] = all[n / 2 + (i - n / 2) * 31];
+    const float *x = (const float *)(const void *)all;
+    static const float scales[] = {1.0f, 1.0f / 3.0f, 0.0078125f, 2.5f, 1e30f, 0.0f, NAN};
+    static const float qmaxes[] = {0.0f, 448.0f, 224.0f, 100.5f, INFINITY, NAN, 1e-3f};
+    for (int f = 0; f < OCT_FP8_FORMAT_COUNT; f++) {
+        for (int div = 0; div < 2; div++) {
+            for (size_t si = 0; si < LEN(scales); si++) {
+                for (size_t qi = 0; qi < LEN(qmaxes); qi++) {
+                    oct_fp8_format F = (oct_fp8_format)f;
+                    float sc = scales[si], qm = qmaxes[qi];
+                    oct_fp8_impl_ref.from_f32_scaled(F, x, want, n, sc, div, qm);
+                    for (int p = 0; p < g_n_paths; p++) {
+                        memset(got, 0xA5, n);
+                        g_paths[p]->from_f32_scaled(F, x, got, n, sc, div, qm);
+                        size_t bad = 0, first = 0;
+                        for (size_t i = n; i-- > 0;)
+                            if (want[i] != got[i]) {
+                                bad++;
+                                first = i;
+                            }
+                        CHECKF(bad == 0,
+                               "%s scaled %s %s %g qmax %g: %zu differ, first input 0x%08x -> "
+                               "0x%02x, ref 0x%02x",
+                               g_paths[p]->name, oct_fp8_format_str(F), div ? "/" : "*", (double)sc,
+                               (double)qm, bad, (unsigned)all[first], got[first], want[first]);
+                    }
+                }
+            }
+        }
+    }
+    free(all);
+    free(want);
+    free(got);
+}
+
+/* amax_f32: every length 0..200 at offsets 0..3, with a NaN, an Inf, a -0 or
+ * the largest value planted at each position in turn; then 2^20 random patterns. */
+static void test_amax(void)
+{
+    float x[208];
+    for (int p = 0; p < g_n_paths; p++) {
+        for (size_t n = 0; n <= 200; n++) {
+            for (size_t off = 0; off < 4; off++) {
+                for (int plant = 0; plant < 5; plant++) {
+                    size_t at = n ? (n * 7 + off) % n : 0;
+                    for (size_t i = 0; i < LEN(x); i++)
+                        x[i] = (float)((int)(rnd32() % 2001) - 1000) * 0.01f;
+                    if (n && plant == 1)
+                        x[off + at] = -NAN;
+                    if (n && plant == 2)
+                        x[off + at] = -INFINITY;
+                    if (n && plant == 3)
+                        x[off + at] = -1e5f;
+                    if (plant == 4)
+                        for (size_t i = 0; i < LEN(x); i++)
+                            x[i] = -0.0f;
+                    float want = oct_fp8_impl_ref.amax_f32(x + off, n);
+                    float got = g_paths[p]->amax_f32(x + off, n);
+                    bool same = isnan(want) ? isnan(got) : bits_of(want) == bits_of(got);
+                    CHECKF(same, "%s amax n=%zu off=%zu plant=%d: %g, ref %g", g_paths[p]->name, n,
+                           off, plant, (double)got, (double)want);
+                }
+            }
+        }
+    }
+    const size_t n = 1u << 20;
+    uint32_t *u = malloc(n * sizeof *u);
+    REQUIRE(u);
+    for (size_t i = 0; i < n; i++)
+        u[i] = rnd32() & 0xFF7FFFFFu; /* no NaN/Inf: exponents up to 0xFE */
+    const float *xf = (const float *)(const void *)u;
+    float want = oct_fp8_impl_ref.amax_f32(xf, n);
+    for (int p = 0; p < g_n_paths; p++)
+        CHECK(bits_of(g_paths[p]->amax_f32(xf, n)) == bits_of(want));
+    free(u);
 }
 
 /* The public API dispatches to the forced level and gives the same bytes. */
@@ -339,6 +431,8 @@ int main(void)
     RUN(test_tails);
     RUN(test_all_bf16_f16);
     RUN(test_f32);
+    RUN(test_scaled);
+    RUN(test_amax);
     RUN(test_dispatch);
     return testlib_finish();
 }

@@ -8,6 +8,7 @@
  * through a mask).  Everything is bit-exact with fp8_ref.c.
  */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "fp8/fp8_impl.h"
@@ -32,15 +33,16 @@ ALWAYS_INLINE __m512i enc_e8m0(__m512i u)
     return _mm512_min_epu32(_mm512_srli_epi32(t, 23), _mm512_set1_epi32(0xFF));
 }
 
-/* 16 f32 patterns -> 16 codes, one per dword (0..255).  f is E4M3FN..E5M2FNUZ. */
-ALWAYS_INLINE __m512i enc_fp8(__m512i u, oct_fp8_format f, oct_cast_mode m)
+/* 16 f32 patterns -> 16 codes, one per dword (0..255).  f is E4M3FN..E5M2FNUZ.
+ * SAT clamps |x| to `clamp` (f32 bits, <= max_bits; NaN lanes are handled apart). */
+ALWAYS_INLINE __m512i enc_fp8(__m512i u, oct_fp8_format f, oct_cast_mode m, __m512i clamp)
 {
     const fp8_simd_enc *P = &k_fp8_simd_enc[f];
     const __m128i shift = _mm_cvtsi32_si128((int)P->shift);
     __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
     __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32((int)FP8_SIMD_INF));
     if (m == OCT_CAST_SAT)
-        a = _mm512_min_epu32(a, _mm512_set1_epi32((int)P->max_bits));
+        a = _mm512_min_epu32(a, clamp);
     /* normal: RNE by add-bias-and-carry */
     __m512i odd = _mm512_and_si512(_mm512_srl_epi32(a, shift), _mm512_set1_epi32(1));
     __m512i cn = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((int)P->round_bias)), odd);
@@ -67,81 +69,116 @@ ALWAYS_INLINE __m512i enc_fp8(__m512i u, oct_fp8_format f, oct_cast_mode m)
     return _mm512_or_si512(c, s8);
 }
 
-ALWAYS_INLINE __m512i enc_any(__m512i u, oct_fp8_format f, oct_cast_mode m)
+ALWAYS_INLINE __m512i enc_any(__m512i u, oct_fp8_format f, oct_cast_mode m, __m512i clamp)
 {
-    return f == OCT_FP8_E8M0FNU ? enc_e8m0(u) : enc_fp8(u, f, m);
+    return f == OCT_FP8_E8M0FNU ? enc_e8m0(u) : enc_fp8(u, f, m, clamp);
 }
 
-/* Source loaders: 16 elements -> 16 f32 patterns (exact widening); `k` masks a tail. */
-ALWAYS_INLINE __m512i load_f32(const void *p, size_t i, __mmask16 k)
-{
-    return _mm512_maskz_loadu_epi32(k, (const float *)p + i);
-}
+/* SRC_MUL / SRC_DIV: f32 times / divided by a scale (one IEEE operation). */
+enum { SRC_F32, SRC_BF16, SRC_F16, SRC_MUL, SRC_DIV };
 
-ALWAYS_INLINE __m512i load_bf16(const void *p, size_t i, __mmask16 k)
+/* Source loaders: 16 elements -> 16 f32 patterns (exact widening).  `k` masks
+ * a tail; full vectors use plain loads. */
+ALWAYS_INLINE __m512i load_src(int src, const void *p, size_t i, bool full, __mmask16 k,
+                               __m512 scale)
 {
-    __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i);
-    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-}
-
-ALWAYS_INLINE __m512i load_f16(const void *p, size_t i, __mmask16 k)
-{
-    __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i);
+    if (src == SRC_F32 || src == SRC_MUL || src == SRC_DIV) {
+        __m512 x = full ? _mm512_loadu_ps((const float *)p + i)
+                        : _mm512_maskz_loadu_ps(k, (const float *)p + i);
+        if (src == SRC_MUL)
+            x = _mm512_mul_ps(x, scale);
+        else if (src == SRC_DIV)
+            x = _mm512_div_ps(x, scale);
+        return _mm512_castps_si512(x);
+    }
+    __m256i h = full ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))
+                     : _mm256_maskz_loadu_epi16(k, (const uint16_t *)p + i);
+    if (src == SRC_BF16)
+        return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     return _mm512_castps_si512(_mm512_cvtph_ps(h));
 }
 
-enum { SRC_F32, SRC_BF16, SRC_F16 };
-
-ALWAYS_INLINE __m512i load_src(int src, const void *p, size_t i, __mmask16 k)
+/* Four vectors of 16 codes (one per dword) -> 64 bytes in element order: put
+ * c_k in byte k of each dword, then one vpermb gathers byte 16k+j = dword j, byte k. */
+ALWAYS_INLINE __m512i pack4(__m512i c0, __m512i c1, __m512i c2, __m512i c3)
 {
-    if (src == SRC_F32)
-        return load_f32(p, i, k);
-    if (src == SRC_BF16)
-        return load_bf16(p, i, k);
-    return load_f16(p, i, k);
+    const __m512i order = _mm512_set_epi8(
+        63, 59, 55, 51, 47, 43, 39, 35, 31, 27, 23, 19, 15, 11, 7, 3, 62, 58, 54, 50, 46, 42, 38,
+        34, 30, 26, 22, 18, 14, 10, 6, 2, 61, 57, 53, 49, 45, 41, 37, 33, 29, 25, 21, 17, 13, 9, 5,
+        1, 60, 56, 52, 48, 44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0);
+    __m512i p = _mm512_ternarylogic_epi32(c0, _mm512_slli_epi32(c1, 8), _mm512_slli_epi32(c2, 16),
+                                          0xFE); /* a | b | c */
+    p = _mm512_or_si512(p, _mm512_slli_epi32(c3, 24));
+    return _mm512_permutexvar_epi8(order, p);
 }
+
+/* Outputs at least this large bypass the cache (streaming stores): a bulk
+ * conversion that big will not be read back from cache, and skipping the
+ * read-for-ownership saves bandwidth.  Smaller ones (e.g. the quantizers'
+ * chunks) stay cached for their consumer. */
+#define NT_MIN_BYTES ((size_t)8 << 20)
 
 /* The loop, specialised at compile time for (source, format, mode); 64 elements
  * per iteration keep four independent chains in flight. */
-ALWAYS_INLINE void enc_loop(int src, oct_fp8_format f, oct_cast_mode m, const void *s,
-                            uint8_t *d, size_t n)
+ALWAYS_INLINE void enc_loop(int src, oct_fp8_format f, oct_cast_mode m, const void *s, uint8_t *d,
+                            size_t n, float scale, uint32_t clamp_bits)
 {
+    const __m512 sc = _mm512_set1_ps(scale);
+    const __m512i cl = _mm512_set1_epi32((int)clamp_bits);
     size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m512i c0 = enc_any(load_src(src, s, i, 0xFFFF), f, m);
-        __m512i c1 = enc_any(load_src(src, s, i + 16, 0xFFFF), f, m);
-        __m512i c2 = enc_any(load_src(src, s, i + 32, 0xFFFF), f, m);
-        __m512i c3 = enc_any(load_src(src, s, i + 48, 0xFFFF), f, m);
-        _mm_storeu_si128((__m128i *)(d + i), _mm512_cvtepi32_epi8(c0));
-        _mm_storeu_si128((__m128i *)(d + i + 16), _mm512_cvtepi32_epi8(c1));
-        _mm_storeu_si128((__m128i *)(d + i + 32), _mm512_cvtepi32_epi8(c2));
-        _mm_storeu_si128((__m128i *)(d + i + 48), _mm512_cvtepi32_epi8(c3));
+    if (n >= NT_MIN_BYTES) {
+        /* reach a 64-byte aligned destination, then stream whole lines */
+        size_t head = (64u - ((uintptr_t)d & 63u)) & 63u;
+        for (; i < head; i += 16) {
+            __mmask16 k = tail_mask(head - i);
+            _mm512_mask_cvtepi32_storeu_epi8(d + i, k,
+                                             enc_any(load_src(src, s, i, false, k, sc), f, m, cl));
+        }
+        i = head;
+        for (; i + 64 <= n; i += 64) {
+            __m512i c0 = enc_any(load_src(src, s, i, true, 0, sc), f, m, cl);
+            __m512i c1 = enc_any(load_src(src, s, i + 16, true, 0, sc), f, m, cl);
+            __m512i c2 = enc_any(load_src(src, s, i + 32, true, 0, sc), f, m, cl);
+            __m512i c3 = enc_any(load_src(src, s, i + 48, true, 0, sc), f, m, cl);
+            _mm512_stream_si512((void *)(d + i), pack4(c0, c1, c2, c3));
+        }
+        _mm_sfence();
     }
-    for (; i < n; i += 16) {
-        size_t left = n - i;
-        __mmask16 k = tail_mask(left);
-        __m512i c = enc_any(load_src(src, s, i, k), f, m);
-        _mm512_mask_cvtepi32_storeu_epi8(d + i, k, c);
+    for (; i + 64 <= n; i += 64) {
+        __m512i c0 = enc_any(load_src(src, s, i, true, 0, sc), f, m, cl);
+        __m512i c1 = enc_any(load_src(src, s, i + 16, true, 0, sc), f, m, cl);
+        __m512i c2 = enc_any(load_src(src, s, i + 32, true, 0, sc), f, m, cl);
+        __m512i c3 = enc_any(load_src(src, s, i + 48, true, 0, sc), f, m, cl);
+        _mm512_storeu_si512(d + i, pack4(c0, c1, c2, c3));
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm512_cvtepi32_epi8(enc_any(load_src(src, s, i, true, 0, sc), f, m, cl)));
+    if (i < n) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_cvtepi32_storeu_epi8(d + i, k,
+                                         enc_any(load_src(src, s, i, false, k, sc), f, m, cl));
     }
 }
 
-#define ENC_CASES(SRC, m, s, d, n)                                                             \
-    switch (f) {                                                                               \
-    case OCT_FP8_E4M3FN: enc_loop(SRC, OCT_FP8_E4M3FN, m, s, d, n); break;                     \
-    case OCT_FP8_E5M2: enc_loop(SRC, OCT_FP8_E5M2, m, s, d, n); break;                         \
-    case OCT_FP8_E4M3FNUZ: enc_loop(SRC, OCT_FP8_E4M3FNUZ, m, s, d, n); break;                 \
-    case OCT_FP8_E5M2FNUZ: enc_loop(SRC, OCT_FP8_E5M2FNUZ, m, s, d, n); break;                 \
-    case OCT_FP8_E8M0FNU: enc_loop(SRC, OCT_FP8_E8M0FNU, m, s, d, n); break;                   \
-    default: break;                                                                            \
+#define ENC_CASES(SRC, m, s, d, n, scale, clamp)                                                   \
+    switch (f) {                                                                                   \
+    case OCT_FP8_E4M3FN: enc_loop(SRC, OCT_FP8_E4M3FN, m, s, d, n, scale, clamp); break;           \
+    case OCT_FP8_E5M2: enc_loop(SRC, OCT_FP8_E5M2, m, s, d, n, scale, clamp); break;               \
+    case OCT_FP8_E4M3FNUZ: enc_loop(SRC, OCT_FP8_E4M3FNUZ, m, s, d, n, scale, clamp); break;       \
+    case OCT_FP8_E5M2FNUZ: enc_loop(SRC, OCT_FP8_E5M2FNUZ, m, s, d, n, scale, clamp); break;       \
+    case OCT_FP8_E8M0FNU: enc_loop(SRC, OCT_FP8_E8M0FNU, m, s, d, n, scale, clamp); break;         \
+    default: break;                                                                                \
     }
 
-#define ENC_DISPATCH(SRC)                                                                      \
-    do {                                                                                       \
-        if (m == OCT_CAST_SAT) {                                                               \
-            ENC_CASES(SRC, OCT_CAST_SAT, s, d, n)                                              \
-        } else {                                                                               \
-            ENC_CASES(SRC, OCT_CAST_NONSAT, s, d, n)                                           \
-        }                                                                                      \
+#define ENC_DISPATCH(SRC)                                                                          \
+    do {                                                                                           \
+        uint32_t max_bits = fp8_simd_clamp_bits(f, 0.0f);                                          \
+        if (m == OCT_CAST_SAT) {                                                                   \
+            ENC_CASES(SRC, OCT_CAST_SAT, s, d, n, 1.0f, max_bits)                                  \
+        } else {                                                                                   \
+            ENC_CASES(SRC, OCT_CAST_NONSAT, s, d, n, 1.0f, max_bits)                               \
+        }                                                                                          \
     } while (0)
 
 static void from_f32(oct_fp8_format f, oct_cast_mode m, const float *s, uint8_t *d, size_t n)
@@ -159,31 +196,72 @@ static void from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *s, uint8
     ENC_DISPATCH(SRC_F16);
 }
 
+static void from_f32_scaled(oct_fp8_format f, const float *s, uint8_t *d, size_t n, float scale,
+                            bool divide, float qmax)
+{
+    if (f == OCT_FP8_E8M0FNU) { /* not a quantizer element format */
+        oct_fp8_impl_ref.from_f32_scaled(f, s, d, n, scale, divide, qmax);
+        return;
+    }
+    uint32_t clamp = fp8_simd_clamp_bits(f, qmax);
+    if (divide) {
+        ENC_CASES(SRC_DIV, OCT_CAST_SAT, s, d, n, scale, clamp)
+    } else {
+        ENC_CASES(SRC_MUL, OCT_CAST_SAT, s, d, n, scale, clamp)
+    }
+}
+
+/* max |x| as the integer max of the magnitude bits (positive floats order like
+ * their bit patterns; every NaN pattern is above +Inf). */
+static float amax_f32(const float *s, size_t n)
+{
+    const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(s + i), mag));
+        m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(s + i + 16), mag));
+        m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(s + i + 32), mag));
+        m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(s + i + 48), mag));
+    }
+    for (; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, s + i), mag));
+    }
+    m0 = _mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3));
+    return fp8_simd_amax_result((uint32_t)_mm512_reduce_max_epu32(m0));
+}
+
 /* ------------------------------------------------------------------ decode */
 
 /* Per format: byte tables LO[c] = bits(decode(c)) >> 16 & 0xFF and HI[c] =
- * bits >> 24, as four 64-byte vectors each (codes 0-63, 64-127, 128-191,
- * 192-255).  Filled on first use from the reference table; concurrent first
- * calls write identical bytes. */
+ * bits >> 24 for the 128 magnitudes c = 0..127, as two 64-byte vectors each.
+ * Codes c | 0x80 decode to decode(c) with the sign bit set (checked while
+ * filling), except fnuz 0x80 (NaN, fixed up after the lookup).  Filled on
+ * first use from the reference table; concurrent first calls write identical
+ * bytes. */
 typedef struct dec_tables {
-    _Alignas(64) uint8_t lo[256];
-    _Alignas(64) uint8_t hi[256];
+    _Alignas(64) uint8_t lo[128];
+    _Alignas(64) uint8_t hi[128];
 } dec_tables;
 
 static dec_tables g_dec[OCT_FP8_FORMAT_COUNT];
-static int g_dec_state[OCT_FP8_FORMAT_COUNT]; /* 0 unset, 1 ready, 2 not bf16-exact */
+static int g_dec_state[OCT_FP8_FORMAT_COUNT]; /* 0 unset, 1 ready, 2 use the reference */
 
 static int dec_tables_get(oct_fp8_format f, const dec_tables **out)
 {
     int st = __atomic_load_n(&g_dec_state[f], __ATOMIC_ACQUIRE);
     if (st == 0) {
         const float *t = oct_fp8_decode_table(f);
+        bool fnuz = f == OCT_FP8_E4M3FNUZ || f == OCT_FP8_E5M2FNUZ;
         st = 1;
-        for (int c = 0; c < 256; c++) {
-            uint32_t b;
+        for (int c = 0; c < 128; c++) {
+            uint32_t b, bn;
             memcpy(&b, &t[c], sizeof b);
-            if (b & 0xFFFFu)
-                st = 2; /* cannot happen for the five formats; stay correct anyway */
+            memcpy(&bn, &t[c + 128], sizeof bn);
+            /* cannot fail for the four formats; stay correct anyway */
+            if ((b & 0xFFFFu) || (bn != (b | 0x80000000u) && !(fnuz && c == 0)))
+                st = 2;
             g_dec[f].lo[c] = (uint8_t)(b >> 16);
             g_dec[f].hi[c] = (uint8_t)(b >> 24);
         }
@@ -193,39 +271,79 @@ static int dec_tables_get(oct_fp8_format f, const dec_tables **out)
     return st;
 }
 
-static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
+typedef struct dec_vecs {
+    __m512i lo0, lo1, hi0, hi1;
+    bool fnuz;
+} dec_vecs;
+
+/* 16 codes -> 16 f32 patterns by table (E4M3FN..E5M2FNUZ).  A single masked
+ * vpermb spreads code j to bytes 2 and 3 of dword j (bytes 0, 1 zeroed); the
+ * two vpermi2b read the tables with the low 7 bits and, through the mask2 form,
+ * write only their own byte, so the index vector becomes the result. */
+ALWAYS_INLINE __m512i dec16(__m128i codes, const dec_vecs *V)
 {
-    const dec_tables *T;
-    if (dec_tables_get(f, &T) != 1) {
-        oct_fp8_impl_ref.to_f32(f, s, d, n);
-        return;
-    }
-    const __m512i lo0 = _mm512_load_si512(T->lo), lo1 = _mm512_load_si512(T->lo + 64);
-    const __m512i lo2 = _mm512_load_si512(T->lo + 128), lo3 = _mm512_load_si512(T->lo + 192);
-    const __m512i hi0 = _mm512_load_si512(T->hi), hi1 = _mm512_load_si512(T->hi + 64);
-    const __m512i hi2 = _mm512_load_si512(T->hi + 128), hi3 = _mm512_load_si512(T->hi + 192);
-    /* byte 4j+k of the index vector = code j (k = 0..3) */
-    const __m512i spread = _mm512_set_epi32(
-        0x0F0F0F0F, 0x0E0E0E0E, 0x0D0D0D0D, 0x0C0C0C0C, 0x0B0B0B0B, 0x0A0A0A0A, 0x09090909,
-        0x08080808, 0x07070707, 0x06060606, 0x05050505, 0x04040404, 0x03030303, 0x02020202,
-        0x01010101, 0x00000000);
+    const __m512i spread =
+        _mm512_set_epi32(0x0F0F0F0F, 0x0E0E0E0E, 0x0D0D0D0D, 0x0C0C0C0C, 0x0B0B0B0B, 0x0A0A0A0A,
+                         0x09090909, 0x08080808, 0x07070707, 0x06060606, 0x05050505, 0x04040404,
+                         0x03030303, 0x02020202, 0x01010101, 0x00000000);
     const __mmask64 byte2 = 0x4444444444444444ull, byte3 = 0x8888888888888888ull;
-    const __m512i keep = _mm512_set1_epi32((int)0xFFFF0000u);
-    for (size_t i = 0; i < n; i += 16) {
-        size_t left = n - i;
-        __mmask16 k = tail_mask(left);
-        __m128i codes = _mm_maskz_loadu_epi8(k, s + i);
-        __m512i idx = _mm512_permutexvar_epi8(spread, _mm512_zextsi128_si512(codes));
-        __mmask64 top = _mm512_movepi8_mask(idx); /* codes >= 128 */
-        /* mask2 variants merge into the index vector: each lookup fills only its
-         * own byte positions, the others keep their code for the next lookup. */
-        __m512i r = _mm512_mask2_permutex2var_epi8(lo0, idx, byte2 & ~top, lo1);
-        r = _mm512_mask2_permutex2var_epi8(lo2, r, byte2 & top, lo3);
-        r = _mm512_mask2_permutex2var_epi8(hi0, r, byte3 & ~top, hi1);
-        r = _mm512_mask2_permutex2var_epi8(hi2, r, byte3 & top, hi3);
-        r = _mm512_and_si512(r, keep);
-        _mm512_mask_storeu_epi32(d + i, k, r);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    __m512i idx =
+        _mm512_maskz_permutexvar_epi8(byte2 | byte3, spread, _mm512_zextsi128_si512(codes));
+    __m512i r = _mm512_mask2_permutex2var_epi8(V->lo0, idx, byte2, V->lo1);
+    r = _mm512_mask2_permutex2var_epi8(V->hi0, r, byte3, V->hi1);
+    r = _mm512_ternarylogic_epi32(r, idx, sign, 0xF8); /* r | (idx & sign) */
+    if (V->fnuz)                                       /* 0x80 would read as -0: it is the NaN */
+        r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(r, sign),
+                                  _mm512_set1_epi32((int)FP8_SIMD_QNAN));
+    return r;
+}
+
+/* e8m0: 2^(c-127) is c << 23, except 0x00 (2^-127, subnormal) and 0xFF (NaN). */
+ALWAYS_INLINE __m512i dec16_e8m0(__m128i codes)
+{
+    __m512i c = _mm512_cvtepu8_epi32(codes);
+    __m512i r = _mm512_slli_epi32(c, 23);
+    r = _mm512_mask_mov_epi32(r, _mm512_testn_epi32_mask(c, c),
+                              _mm512_set1_epi32((int)FP8_SIMD_E8M0_ZERO));
+    return _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(0xFF)),
+                                 _mm512_set1_epi32((int)FP8_SIMD_QNAN));
+}
+
+ALWAYS_INLINE __m512i dec_any(__m128i codes, bool e8m0, const dec_vecs *V)
+{
+    return e8m0 ? dec16_e8m0(codes) : dec16(codes, V);
+}
+
+/* Masked stores are slow on some cores (AMD Zen 4/5): full vectors use plain
+ * loads and stores, only the tail is masked. */
+ALWAYS_INLINE void dec_loop(bool e8m0, const dec_vecs *V, const uint8_t *s, float *d, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(d + i, dec_any(_mm_loadu_si128((const __m128i *)(s + i)), e8m0, V));
+    if (i < n) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_epi32(d + i, k, dec_any(_mm_maskz_loadu_epi8(k, s + i), e8m0, V));
     }
 }
 
-const oct_fp8_impl oct_fp8_impl_avx512 = {"avx512", from_f32, from_bf16, from_f16, to_f32};
+static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
+{
+    if (f == OCT_FP8_E8M0FNU) {
+        dec_loop(true, NULL, s, d, n);
+        return;
+    }
+    const dec_tables *tab;
+    if (dec_tables_get(f, &tab) != 1) {
+        oct_fp8_impl_ref.to_f32(f, s, d, n);
+        return;
+    }
+    const dec_vecs V = {_mm512_load_si512(tab->lo), _mm512_load_si512(tab->lo + 64),
+                        _mm512_load_si512(tab->hi), _mm512_load_si512(tab->hi + 64),
+                        f == OCT_FP8_E4M3FNUZ || f == OCT_FP8_E5M2FNUZ};
+    dec_loop(false, &V, s, d, n);
+}
+
+const oct_fp8_impl oct_fp8_impl_avx512 = {"avx512", from_f32,        from_bf16, from_f16,
+                                          to_f32,   from_f32_scaled, amax_f32};

@@ -5,6 +5,7 @@
 #ifndef OCTET_FP8_IMPL_H
 #define OCTET_FP8_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,14 @@ typedef struct oct_fp8_impl {
     void (*from_f16)(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
                      size_t n);
     void (*to_f32)(oct_fp8_format f, const uint8_t *src, float *dst, size_t n);
+    /* The quantizers' element op fused with the cast, for src/quant:
+     * y = divide ? src[i] / scale : src[i] * scale (one f32 IEEE operation, RNE);
+     * if qmax > 0 and |y| > qmax, y = copysign(qmax, y) (NaN stays NaN);
+     * dst[i] = encode(f, OCT_CAST_SAT, y).  qmax <= 0 means SAT alone. */
+    void (*from_f32_scaled)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
+                            float scale, bool divide, float qmax);
+    /* max |src[i]| (+0 when n == 0); NaN if any element is NaN. */
+    float (*amax_f32)(const float *src, size_t n);
 } oct_fp8_impl;
 
 extern const oct_fp8_impl oct_fp8_impl_ref;

@@ -196,5 +196,28 @@ static void ref_to_f32(oct_fp8_format f, const uint8_t *src, float *dst, size_t 
         dst[i] = t[src[i]];
 }
 
-const oct_fp8_impl oct_fp8_impl_ref = {"ref", ref_from_f32, ref_from_bf16, ref_from_f16,
-                                       ref_to_f32};
+static void ref_from_f32_scaled(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
+                                float scale, bool divide, float qmax)
+{
+    for (size_t i = 0; i < n; i++) {
+        float y = divide ? src[i] / scale : src[i] * scale;
+        if (qmax > 0.0f && fabsf(y) > qmax)
+            y = copysignf(qmax, y);
+        dst[i] = oct_fp8_ref_encode(f, OCT_CAST_SAT, y);
+    }
+}
+
+static float ref_amax_f32(const float *src, size_t n)
+{
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(src[i]);
+        if (isnan(a))
+            return NAN;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
+const oct_fp8_impl oct_fp8_impl_ref = {"ref",      ref_from_f32,        ref_from_bf16, ref_from_f16,
+                                       ref_to_f32, ref_from_f32_scaled, ref_amax_f32};

@@ -28,7 +28,9 @@
 #ifndef OCTET_FP8_SIMD_COMMON_H
 #define OCTET_FP8_SIMD_COMMON_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "octet.h"
 
@@ -49,10 +51,10 @@ typedef struct fp8_simd_enc {
     uint32_t kind;       /* FP8K_* */
 } fp8_simd_enc;
 
-#define FP8_SIMD_ENC(mb, bias, maxbits, maxcode, kind)                                           \
-    {                                                                                          \
-        23u - (mb), ((1u << (22u - (mb))) - 1u) - ((127u - (bias)) << 23),                     \
-            (128u - (bias)) << 23, (151u - (bias) - (mb)) << 23, maxbits, maxcode, kind        \
+#define FP8_SIMD_ENC(mb, bias, maxbits, maxcode, kind)                                             \
+    {                                                                                              \
+        23u - (mb), ((1u << (22u - (mb))) - 1u) - ((127u - (bias)) << 23), (128u - (bias)) << 23,  \
+            (151u - (bias) - (mb)) << 23, maxbits, maxcode, kind                                   \
     }
 
 /* Indexed by oct_fp8_format (E8M0FNU has its own path). */
@@ -73,9 +75,9 @@ typedef struct fp8_simd_dec {
     uint32_t sub_scale; /* f32 bits of 2^(1 - bias - man_bits) */
 } fp8_simd_dec;
 
-#define FP8_SIMD_DEC(mb, bias)                                                                 \
-    {                                                                                          \
-        23u - (mb), (127u - (bias)) << 23, 1u << (mb), (128u - (bias) - (mb)) << 23            \
+#define FP8_SIMD_DEC(mb, bias)                                                                     \
+    {                                                                                              \
+        23u - (mb), (127u - (bias)) << 23, 1u << (mb), (128u - (bias) - (mb)) << 23                \
     }
 
 static const fp8_simd_dec k_fp8_simd_dec[4] = {
@@ -89,5 +91,30 @@ static const fp8_simd_dec k_fp8_simd_dec[4] = {
 #define FP8_SIMD_QNAN 0x7FC00000u
 #define FP8_SIMD_INF 0x7F800000u
 #define FP8_SIMD_E8M0_ZERO 0x00400000u /* code 0x00 = 2^-127, an f32 subnormal */
+
+/* SAT clamp bound as f32 bits: min(max, qmax) when qmax > 0 (qmax <= 0 or NaN:
+ * the format max).  Positive floats order like their bit patterns, so an
+ * integer min on |x| bits clamps exactly like the scalar compare. */
+static inline uint32_t fp8_simd_clamp_bits(oct_fp8_format f, float qmax)
+{
+    if (f == OCT_FP8_E8M0FNU)
+        return 0;
+    uint32_t m = k_fp8_simd_enc[f].max_bits, q;
+    if (!(qmax > 0.0f))
+        return m;
+    memcpy(&q, &qmax, sizeof q);
+    return q < m ? q : m;
+}
+
+/* The float for a max of magnitude bits: NaN (the canonical one) when any lane
+ * held a NaN pattern. */
+static inline float fp8_simd_amax_result(uint32_t bits)
+{
+    float r;
+    if (bits > FP8_SIMD_INF)
+        return NAN;
+    memcpy(&r, &bits, sizeof r);
+    return r;
+}
 
 #endif

@@ -74,6 +74,8 @@ typedef struct io_qspec {
     oct_act_kind act;
     int64_t act_group;
     float act_ub;
+    bool soft_ignore;        /* fp8: a substring match of modules_to_not_convert; unquantized if
+                              * the weight on disk is not FP8 (transformers semantics) */
     char rule[160];
 } io_qspec;
 
@@ -114,8 +116,8 @@ oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig 
 oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconfig *q,
                                    oct_error *err);
 
-/* Leaves the scheme of an unquantized layer in *out. */
-void io_qspec_none(io_qspec *out, const char *rule_fmt, const char *arg);
+/* Fills *out with "unquantized", rule = why + arg. */
+void io_qspec_none(io_qspec *out, const char *why, const char *arg);
 
 /* ---- KV-scale names (spec §4.4) ----------------------------------------- */
 typedef enum { IO_KV_K = 0, IO_KV_V, IO_KV_Q, IO_KV_PROB, IO_KV_KV /* deprecated k+v */ } io_kv_kind;

@@ -241,11 +241,6 @@ static bpe_cand heap_pop(bpe_cand *h, size_t *n)
     return top;
 }
 
-typedef struct sym_vec {
-    bpe_sym *v;
-    size_t n, cap;
-} sym_vec;
-
 static bool sym_add(tok_work *w, size_t *n, int32_t id, uint32_t len)
 {
     if (*n == w->bpe_syms_cap) {

@@ -269,9 +269,9 @@ typedef struct tok_trie_node {
 } tok_trie_node;
 
 typedef struct tok_trie {
-    tok_trie_node *nodes;
+    tok_trie_node *nodes; /* nodes[0] is the root */
     size_t n, cap;
-    bool first_byte[256];
+    int32_t root_next[256]; /* child of the root per first byte, -1 none */
 } tok_trie;
 
 void tok_trie_free(tok_trie *t);

@@ -62,10 +62,12 @@ uint8_t oct_gemm_mx_exponent(const float *x, int64_t n)
 
 uint8_t oct_gemm_mx_exponent_from_amax(float a)
 {
-    if (a != a || isinf(a))
-        return 0xFF;
+    if (a != a)
+        return 0xFF; /* NaN block -> NaN scale (OCP) */
     if (a == 0.0f)
         return 0;
+    if (isinf(a))
+        return 254;
     int ex;
     (void)frexpf(a, &ex); /* a = f * 2^ex, f in [0.5, 1): floor(log2 a) = ex - 1 */
     int e = (ex - 1) - 8 + 127;
