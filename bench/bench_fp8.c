@@ -10,6 +10,7 @@
  * oct_threads_set(T) OpenMP threads (default 1) and memcpy is split over the
  * same T threads, so every ratio compares like with like.
  */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 
 #include "cli/cli.h"
 #include "core/core.h"
+#include "fp8/fp8_impl.h"
+#include "quant/quant_impl.h"
 
 enum {
     OP_F32_SAT,
@@ -31,25 +34,32 @@ enum {
     OP_Q_GROUPS,
     OP_Q_BLOCKS,
     OP_Q_MX,
+    OP_P_TENSOR,
+    OP_P_ROWS,
+    OP_P_GROUPS,
+    OP_P_BLOCKS,
+    OP_P_MX,
     OP_COUNT
 };
 
 static const char *const k_op_names[OP_COUNT] = {
     "f32->e4m3fn sat",    "f32->e4m3fn nonsat",   "bf16->e4m3fn sat",    "f16->e4m3fn sat",
     "e4m3fn->f32",        "bf16->e5m2 sat",       "quant_tensor e4m3fn", "quant_rows e4m3fn",
-    "quant_groups 1x128", "quant_blocks 128x128", "quant_mx e4m3fn ocp",
+    "quant_groups 1x128", "quant_blocks 128x128", "quant_mx e4m3fn ocp", "fused: tensor",
+    "fused: rows",        "fused: groups",        "fused: blocks",       "fused: mx",
 };
 
 typedef struct bench_bufs {
-    size_t n;           /* elements */
-    int64_t rows, cols; /* n = rows * cols for the quantizers */
-    float *x;           /* [n] input */
-    float *y;           /* [n] decode output / memcpy destination */
-    uint16_t *bf16;     /* [n] */
-    uint16_t *f16;      /* [n] */
-    uint8_t *q;         /* [n] codes */
-    float *scales;      /* [n / 32 + rows] */
-    uint8_t *mx_scales; /* [n / 32] */
+    size_t n;                 /* elements */
+    int64_t rows, cols;       /* n = rows * cols for the quantizers */
+    float *x;                 /* [n] input */
+    float *y;                 /* [n] decode output / memcpy destination */
+    uint16_t *bf16;           /* [n] */
+    uint16_t *f16;            /* [n] */
+    uint8_t *q;               /* [n] codes */
+    float *scales;            /* [n / 32 + rows] */
+    uint8_t *mx_scales;       /* [n / 32] */
+    const oct_fp8_impl *impl; /* the forced level's table, for the fused rows */
 } bench_bufs;
 
 static double now_s(void)
@@ -87,6 +97,78 @@ static void fill_inputs(bench_bufs *b)
     oct_fp8_from_f32(OCT_FP8_E4M3FN, OCT_CAST_SAT, b->x, b->q, b->n);
 }
 
+/* "fused:" rows prototype the quantizers on the fp8 table's fused entry points
+ * (amax_f32, from_f32_scaled): the same scales and codes as src/quant (checked
+ * before timing), with the element op and the cast in one SIMD pass. */
+static float proto_dyn_scale(float amax, float qmax, float floor_)
+{
+    float s = amax / qmax;
+    return s != s ? s : s < floor_ ? floor_ : s;
+}
+
+static void proto_tensor(const oct_fp8_impl *I, const float *x, size_t n, uint8_t *q, float *scale)
+{
+    float s = proto_dyn_scale(I->amax_f32(x, n), 448.0f, oct_quant_scale_floor(OCT_FP8_E4M3FN));
+    *scale = s;
+    I->from_f32_scaled(OCT_FP8_E4M3FN, x, q, n, 1.0f / s, false, 0.0f);
+}
+
+static void proto_groups(const oct_fp8_impl *I, const float *x, int64_t rows, int64_t cols,
+                         int64_t group, uint8_t *q, float *scales)
+{
+    float floor_ = oct_quant_scale_floor(OCT_FP8_E4M3FN);
+    int64_t ng = cols / group;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t g = 0; g < ng; g++) {
+            const float *xg = x + r * cols + g * group;
+            float s = proto_dyn_scale(I->amax_f32(xg, (size_t)group), 448.0f, floor_);
+            scales[r * ng + g] = s;
+            I->from_f32_scaled(OCT_FP8_E4M3FN, xg, q + r * cols + g * group, (size_t)group, s, true,
+                               0.0f);
+        }
+    }
+}
+
+static void proto_blocks(const oct_fp8_impl *I, const float *w, int64_t rows, int64_t cols,
+                         uint8_t *q, float *scales)
+{
+    int64_t nb_r = rows / 128, nb_c = cols / 128;
+#pragma omp parallel for schedule(static)
+    for (int64_t br = 0; br < nb_r; br++) {
+        for (int64_t bc = 0; bc < nb_c; bc++) {
+            float amax = 0.0f;
+            for (int64_t r = br * 128; r < br * 128 + 128; r++) {
+                float a = I->amax_f32(w + r * cols + bc * 128, 128);
+                amax = a != a || a > amax ? a : amax; /* NaN sticks */
+            }
+            if (amax == amax && amax < 1e-4f)
+                amax = 1e-4f;
+            float s = amax / 448.0f;
+            scales[br * nb_c + bc] = s;
+            for (int64_t r = br * 128; r < br * 128 + 128; r++)
+                I->from_f32_scaled(OCT_FP8_E4M3FN, w + r * cols + bc * 128, q + r * cols + bc * 128,
+                                   128, 1.0f / s, false, 0.0f);
+        }
+    }
+}
+
+static void proto_mx(const oct_fp8_impl *I, const float *x, int64_t rows, int64_t cols, uint8_t *q,
+                     uint8_t *scales)
+{
+    int64_t nb = cols / 32;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + r * cols + b * 32;
+            uint8_t e = oct_quant_mx_exponent(OCT_MX_OCP, OCT_FP8_E4M3FN, I->amax_f32(xb, 32));
+            scales[r * nb + b] = e;
+            float s = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
+            I->from_f32_scaled(OCT_FP8_E4M3FN, xb, q + r * cols + b * 32, 32, s, true, 0.0f);
+        }
+    }
+}
+
 /* Runs op once; returns bytes counted for it. */
 static double run_op(int op, bench_bufs *b)
 {
@@ -120,8 +202,47 @@ static double run_op(int op, bench_bufs *b)
     case OP_Q_MX:
         oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_OCP, b->x, b->rows, b->cols, b->q, b->mx_scales);
         return 5.0 * nb + nb / 32.0;
+    case OP_P_TENSOR: proto_tensor(b->impl, b->x, n, b->q, b->scales); return 5.0 * nb + 4.0;
+    case OP_P_ROWS:
+        proto_groups(b->impl, b->x, b->rows, b->cols, b->cols, b->q, b->scales);
+        return 5.0 * nb + 4.0 * (double)b->rows;
+    case OP_P_GROUPS:
+        proto_groups(b->impl, b->x, b->rows, b->cols, 128, b->q, b->scales);
+        return 5.0 * nb + 4.0 * nb / 128.0;
+    case OP_P_BLOCKS:
+        proto_blocks(b->impl, b->x, b->rows, b->cols, b->q, b->scales);
+        return 5.0 * nb + 4.0 * nb / 16384.0;
+    case OP_P_MX:
+        proto_mx(b->impl, b->x, b->rows, b->cols, b->q, b->mx_scales);
+        return 5.0 * nb + nb / 32.0;
     default: return 0.0;
     }
+}
+
+/* The fused prototypes give src/quant's bytes: run both once and compare
+ * codes and scales (a mismatch is printed; the numbers are then meaningless). */
+static int check_proto(bench_bufs *b, int lib_op, int proto_op, size_t n_scale_bytes)
+{
+    uint8_t *q1 = oct_malloc(b->n), *s1 = oct_malloc(n_scale_bytes);
+    int bad = !q1 || !s1;
+    if (!bad) {
+        float *scales = b->scales;
+        uint8_t *mxs = b->mx_scales;
+        uint8_t *sp = lib_op == OP_Q_MX ? mxs : (uint8_t *)scales;
+        run_op(lib_op, b);
+        memcpy(q1, b->q, b->n);
+        memcpy(s1, sp, n_scale_bytes);
+        memset(b->q, 0, b->n);
+        memset(sp, 0, n_scale_bytes);
+        run_op(proto_op, b);
+        bad = memcmp(q1, b->q, b->n) != 0 || memcmp(s1, sp, n_scale_bytes) != 0;
+    }
+    oct_free(q1);
+    oct_free(s1);
+    if (bad)
+        fprintf(stderr, "octet bench fp8: '%s' does not reproduce '%s'\n", k_op_names[proto_op],
+                k_op_names[lib_op]);
+    return bad;
 }
 
 static void run_memcpy(bench_bufs *b, int threads)
@@ -136,11 +257,12 @@ static void run_memcpy(bench_bufs *b, int threads)
     }
 }
 
-/* Best GB/s of runs until 0.6 s have passed (at least 2 runs, at most 10). */
+/* Best GB/s of runs until 0.6 s have passed (1 to 10 runs: the reference path
+ * takes about a second per run at the default size). */
 static double measure(int op, bench_bufs *b, int threads)
 {
     double best = 0.0, spent = 0.0;
-    for (int run = 0; run < 10 && (run < 2 || spent < 0.6); run++) {
+    for (int run = 0; run < 10 && (run == 0 || spent < 0.6); run++) {
         double t0 = now_s(), bytes;
         if (op < 0) {
             run_memcpy(b, threads);
@@ -159,7 +281,7 @@ static double measure(int op, bench_bufs *b, int threads)
 static void usage(FILE *o)
 {
     fprintf(o, "usage: octet bench fp8 [--n N] [--threads T] [--json]\n"
-               "  --n N        elements (default 67108864, rounded down to a multiple of 16384)\n"
+               "  --n N        elements (default 67108864, rounded down to a multiple of 524288)\n"
                "  --threads T  OpenMP threads for the quantizers and memcpy (default 1)\n"
                "  --json       print JSON instead of a table\n");
 }
@@ -205,10 +327,10 @@ int bench_fp8_main(int argc, char **argv)
             return 2;
         }
     }
-    /* rows x 4096 for the quantizers (whole 128x128 blocks and MX blocks) */
-    n -= n % 16384;
+    /* rows x 4096 for the quantizers, rows a multiple of 128 (whole blocks) */
+    n -= n % ((size_t)128 * 4096);
     if (n == 0 || threads < 1) {
-        fprintf(stderr, "octet bench fp8: --n must be >= 16384 and --threads >= 1\n");
+        fprintf(stderr, "octet bench fp8: --n must be >= 524288 and --threads >= 1\n");
         return 2;
     }
     bench_bufs b = {.n = n, .cols = 4096, .rows = (int64_t)(n / 4096)};
@@ -235,6 +357,14 @@ int bench_fp8_main(int argc, char **argv)
     double memcpy_gbps = measure(-1, &b, threads);
     for (int l = 0; l < n_levels; l++) {
         oct_cpu_force((oct_cpu_level)l);
+        b.impl = oct_fp8_impl_for((oct_cpu_level)l);
+        size_t nsc = (n / 128) * sizeof(float);
+        if (check_proto(&b, OP_Q_TENSOR, OP_P_TENSOR, sizeof(float)) ||
+            check_proto(&b, OP_Q_ROWS, OP_P_ROWS, (size_t)b.rows * sizeof(float)) ||
+            check_proto(&b, OP_Q_GROUPS, OP_P_GROUPS, nsc) ||
+            check_proto(&b, OP_Q_BLOCKS, OP_P_BLOCKS, (n / 16384) * sizeof(float)) ||
+            check_proto(&b, OP_Q_MX, OP_P_MX, n / 32))
+            rc = 1;
         for (int op = 0; op < OP_COUNT; op++)
             gbps[l][op] = measure(op, &b, threads);
     }

@@ -781,6 +781,118 @@ oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_s
                                 bool add_generation_prompt, char **out, size_t *out_len,
                                 oct_error *err);
 
+/* ================================================================= model */
+/* A decoder-only transformer loaded from a Hugging Face folder, with online
+ * FP8 quantization (vLLM's --quantization / --quantization-config contract,
+ * spec §3) or a pre-quantized checkpoint's own scheme.  See docs/MODEL.md.
+ *
+ * Thread safety: a loaded oct_model is immutable and may be shared by any
+ * number of threads and sessions. */
+
+typedef struct oct_model oct_model;
+
+typedef struct oct_model_opts {
+    const char *quantization;        /* NULL, "none", "fp8", "fp8_per_tensor", "fp8_per_block",
+                                        "mxfp8", "online" (everything from the config) */
+    const char *quantization_config; /* JSON text (current or legacy schema) or NULL */
+    const char *linear_backend;      /* NULL / "auto", or a kernel backend name */
+    const char *dtype;               /* compute of unquantized layers: NULL / "auto" /
+                                        "bfloat16" (bf16 activations into BF16 GEMMs) or
+                                        "float32" (f32 weights and activations: the
+                                        reference mode used to match transformers) */
+    const char *kv_cache_dtype;      /* NULL / "auto" (f32), "float32", "bf16", "fp8",
+                                        "fp8_e4m3", "fp8_e5m2" */
+    bool calculate_kv_scales;        /* FP8 KV without checkpoint scales: compute them from
+                                        the first prompt (amax(k)/200, amax(v)/100) */
+    /* Progress while loading (may be NULL): done/total in weight bytes. */
+    void (*progress)(uint64_t done, uint64_t total, const char *what, void *user);
+    void *progress_user;
+} oct_model_opts;
+
+/* One entry of the load plan: an unfused linear layer. */
+typedef struct oct_plan_layer {
+    const char *name;        /* checkpoint name "model.layers.0.self_attn.q_proj" */
+    const char *group;       /* fused layer it runs in ("...self_attn.qkv_proj") or name */
+    int64_t n, k;            /* weight [n, k] */
+    const char *scheme;      /* "bf16", "fp8_per_tensor", "fp8_per_block", "mxfp8",
+                                or the checkpoint's ("FP8_DYNAMIC (checkpoint)", ...) */
+    const char *ignore_rule; /* the ignore entry that kept it unquantized, or NULL */
+    const char *kernel;      /* kernel chosen for its group */
+    uint64_t bytes;          /* bytes of weights + scales once loaded */
+} oct_plan_layer;
+
+typedef struct oct_plan oct_plan;
+
+/* Computes what loading would do, without loading weights. */
+oct_status oct_plan_create(const char *dir, const oct_model_opts *opts, oct_plan **out,
+                           oct_error *err);
+void oct_plan_free(oct_plan *p);
+int64_t oct_plan_n_layers(const oct_plan *p);
+const oct_plan_layer *oct_plan_layer_at(const oct_plan *p, int64_t i);
+/* Totals: weights as loaded (quantized linears + BF16 rest), the BF16 size of
+ * everything, and the predicted peak resident memory of loading. */
+uint64_t oct_plan_model_bytes(const oct_plan *p);
+uint64_t oct_plan_bf16_bytes(const oct_plan *p);
+uint64_t oct_plan_peak_bytes(const oct_plan *p);
+int64_t oct_plan_n_quantized(const oct_plan *p);
+/* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ..."). */
+const char *oct_plan_summary(const oct_plan *p);
+
+oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
+                          oct_error *err);
+void oct_model_free(oct_model *m);
+const oct_model_config *oct_model_get_config(const oct_model *m);
+const oct_plan *oct_model_get_plan(const oct_model *m);
+int64_t oct_model_vocab_size(const oct_model *m);
+/* Measured peak resident memory (VmHWM) right after loading, in bytes. */
+uint64_t oct_model_load_peak_bytes(const oct_model *m);
+double oct_model_load_seconds(const oct_model *m);
+
+/* ================================================================ engine */
+/* A session holds a paged KV cache for up to max_seqs sequences and runs
+ * token batches through the model.  One thread uses a session at a time. */
+
+typedef struct oct_session oct_session;
+
+oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                              oct_session **out, oct_error *err);
+void oct_session_free(oct_session *s);
+
+/* Runs n tokens: tokens[i] of sequence seq[i] at position pos[i] (positions of
+ * a sequence must continue its cache: pos == its current length, in order).
+ * logits: NULL, or [n_out, vocab] f32 for the rows with want_logits[i] set
+ * (want_logits NULL: every row).  Tokens of several sequences may be mixed
+ * (prefill and decode in one batch). */
+oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
+                               const int32_t *seq, const int64_t *pos, const bool *want_logits,
+                               float *logits, oct_error *err);
+
+/* Forgets a sequence (its KV blocks are freed). */
+void oct_session_reset_seq(oct_session *s, int32_t seq);
+int64_t oct_session_seq_len(const oct_session *s, int32_t seq);
+/* KV-cache blocks in use / in total. */
+int64_t oct_session_kv_blocks_used(const oct_session *s);
+int64_t oct_session_kv_blocks_total(const oct_session *s);
+
+typedef struct oct_sampling {
+    float temperature; /* 0: greedy */
+    int top_k;         /* 0: off */
+    float top_p;       /* 1: off */
+    float min_p;       /* 0: off */
+    float repetition_penalty;              /* 1: off */
+    float presence_penalty, frequency_penalty; /* 0: off */
+    uint64_t seed;
+} oct_sampling;
+
+void oct_sampling_default(oct_sampling *s);
+
+typedef struct oct_sampler oct_sampler;
+oct_status oct_sampler_create(const oct_sampling *params, int64_t vocab, oct_sampler **out);
+void oct_sampler_free(oct_sampler *s);
+/* Picks a token from logits [vocab] (modified in place by penalties), given the
+ * tokens seen so far (for penalties). */
+int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history, int64_t n_hist);
+
 #ifdef __cplusplus
 }
 #endif

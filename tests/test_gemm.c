@@ -139,7 +139,7 @@ static void run_case(const mm_case *c, const uint8_t *A, const uint8_t *B, const
                 } else {
                     tol = 2.0 * (double)(c->K + 4) * ldexp(1.0, -24) *
                               err_scale(c->K, A, c->ka, sa, B, c->kb, sb, m, n, c->N) +
-                          (bias ? fabs(bias[n]) * ldexp(1.0, -23) : 0.0) + 1e-30;
+                          (bias ? fabs((double)bias[n]) * ldexp(1.0, -23) : 0.0) + 1e-30;
                     ok = (r != r && v != v) || fabs((double)r - (double)v) <= tol;
                 }
                 if (!ok) {
@@ -554,8 +554,8 @@ static void test_forward_bf16_io(void)
 
 static void test_api_errors(void)
 {
-    uint8_t a[64] = {0}, b[64] = {0};
-    float s[4] = {1, 1, 1, 1}, y[16];
+    uint8_t a[256] = {0}, b[256] = {0};
+    float s[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, y[16];
     uint8_t e[8] = {127, 127, 127, 127, 127, 127, 127, 127};
     CHECK_EQ_INT(oct_scaled_mm_f32(-1, 1, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
     CHECK_EQ_INT(oct_scaled_mm_f32(1, 0, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
@@ -601,8 +601,86 @@ static void test_api_errors(void)
     oct_linear_free(NULL);
 }
 
+/* ------------------------------------------------------------- registry */
+
+static char g_log[2048];
+static void log_sink(oct_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    (void)user;
+    size_t len = strlen(g_log);
+    snprintf(g_log + len, sizeof g_log - len, "%s\n", msg);
+}
+
+static void test_registry(void)
+{
+    oct_linear_desc d = {.name = "model.layers.0.self_attn.q_proj", .n = 64, .k = 64,
+                         .weight_type = OCT_WEIGHT_FP8, .weight_scale = OCT_SCALE_ROW,
+                         .act = OCT_ACT_DYNAMIC_TOKEN};
+    const oct_linear_kernel *k = NULL;
+    oct_error err;
+    unsetenv("OCTET_LINEAR_BACKEND");
+    CHECK_OK(oct_linear_select(&d, NULL, &k, &err));
+    if (oct_cpu_level_get() == OCT_CPU_AVX512)
+        CHECK(strcmp(oct_linear_kernel_name(k), "cpu_avx512_bf16") == 0);
+    CHECK_OK(oct_linear_select(&d, "ref", &k, &err));
+    CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
+    CHECK(strcmp(oct_linear_kernel_backend(k), "ref") == 0);
+    CHECK_EQ_INT(oct_linear_select(&d, "bogus", &k, &err), OCT_ERR_INVALID_ARG);
+    CHECK(strstr(err.message, "bogus") != NULL);
+    /* The environment restricts "auto"; an explicit name wins over it. */
+    setenv("OCTET_LINEAR_BACKEND", "ref", 1);
+    CHECK_OK(oct_linear_select(&d, "auto", &k, &err));
+    CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
+    unsetenv("OCTET_LINEAR_BACKEND");
+    /* A backend that cannot implement the layer is an error naming it. */
+    d.weight_type = OCT_WEIGHT_F32;
+    d.act = OCT_ACT_NONE;
+    CHECK_OK(oct_linear_select(&d, "auto", &k, &err));
+    CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
+    CHECK_EQ_INT(oct_linear_select(&d, "avx512", &k, &err), OCT_ERR_UNSUPPORTED);
+    CHECK(strstr(err.message, "model.layers.0.self_attn.q_proj") != NULL);
+    CHECK(strstr(err.message, "--linear-backend=avx512") != NULL);
+    CHECK(k == NULL);
+    /* A forced CPU level below a kernel's makes it ineligible, with a reason. */
+    d.weight_type = OCT_WEIGHT_FP8;
+    d.act = OCT_ACT_DYNAMIC_TOKEN;
+    CHECK_OK(oct_cpu_force(OCT_CPU_REF));
+    CHECK_EQ_INT(oct_linear_select(&d, "avx512", &k, &err), OCT_ERR_UNSUPPORTED);
+    CHECK(strstr(err.message, "needs CPU level avx512") != NULL);
+    CHECK_OK(oct_linear_select(&d, NULL, &k, &err));
+    CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
+    oct_cpu_force(oct_cpu_level_max());
+
+    /* Selector: one summary line per distinct choice, with a layer count. */
+    oct_linear_selector *sel = NULL;
+    CHECK_EQ_INT(oct_linear_selector_create("nope", &sel, &err), OCT_ERR_INVALID_ARG);
+    CHECK_OK(oct_linear_selector_create(NULL, &sel, &err));
+    REQUIRE(sel);
+    const char *names[] = {"model.layers.0.mlp.up_proj", "model.layers.1.mlp.up_proj",
+                           "model.layers.2.mlp.up_proj"};
+    for (int i = 0; i < 3; i++) {
+        d.name = names[i];
+        CHECK_OK(oct_linear_selector_pick(sel, &d, &k, &err));
+    }
+    d.name = "lm_head";
+    d.weight_type = OCT_WEIGHT_BF16;
+    d.act = OCT_ACT_NONE;
+    CHECK_OK(oct_linear_selector_pick(sel, &d, &k, &err));
+    g_log[0] = 0;
+    oct_log_set(log_sink, NULL, OCT_LOG_INFO);
+    oct_linear_selector_log_summary(sel);
+    oct_log_set(NULL, NULL, OCT_LOG_INFO);
+    CHECKF(strstr(g_log, "for model.layers.0.mlp.up_proj and 2 more layers") != NULL, "%s", g_log);
+    CHECKF(strstr(g_log, "Selected ") != NULL && strstr(g_log, " for lm_head (bf16)") != NULL,
+           "%s", g_log);
+    oct_linear_selector_free(sel);
+    oct_linear_selector_free(NULL);
+}
+
 int main(void)
 {
+    RUN(test_registry);
     RUN(test_api_errors);
     RUN(test_rounding_edges);
     RUN(test_fused_quant_matches_quant_api);

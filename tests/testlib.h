@@ -17,10 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int testlib_passed;
-static int testlib_failed;
-static int testlib_cur_failed;
-static const char *testlib_cur_name;
+#define TESTLIB_UNUSED __attribute__((unused))
+static int testlib_passed TESTLIB_UNUSED;
+static int testlib_failed TESTLIB_UNUSED;
+static int testlib_cur_failed TESTLIB_UNUSED;
+static const char *testlib_cur_name TESTLIB_UNUSED;
 
 #define CHECK(cond)                                                                        \
     do {                                                                                   \

@@ -164,7 +164,7 @@ static void from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *s, uint8
 static void from_f32_scaled(oct_fp8_format f, const float *s, uint8_t *d, size_t n, float scale,
                             bool divide, float qmax)
 {
-    if (f == OCT_FP8_E8M0FNU) { /* not a quantizer element format */
+    if (f == OCT_FP8_E8M0FNU || scale != scale) { /* e8m0: not an element format */
         oct_fp8_impl_ref.from_f32_scaled(f, s, d, n, scale, divide, qmax);
         return;
     }

@@ -23,9 +23,11 @@ typedef struct oct_fp8_impl {
     /* The quantizers' element op fused with the cast, for src/quant:
      * y = divide ? src[i] / scale : src[i] * scale (one f32 IEEE operation, RNE);
      * if qmax > 0 and |y| > qmax, y = copysign(qmax, y) (NaN stays NaN);
-     * dst[i] = encode(f, OCT_CAST_SAT, y).  qmax <= 0 means SAT alone. */
-    void (*from_f32_scaled)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
-                            float scale, bool divide, float qmax);
+     * dst[i] = encode(f, OCT_CAST_SAT, y).  qmax <= 0 means SAT alone.  A NaN
+     * scale gives encode(f, OCT_CAST_SAT, scale) everywhere (which NaN an IEEE
+     * NaN-times-NaN returns is not fixed, so its sign is pinned to the scale's). */
+    void (*from_f32_scaled)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n, float scale,
+                            bool divide, float qmax);
     /* max |src[i]| (+0 when n == 0); NaN if any element is NaN. */
     float (*amax_f32)(const float *src, size_t n);
 } oct_fp8_impl;

@@ -199,6 +199,10 @@ static void ref_to_f32(oct_fp8_format f, const uint8_t *src, float *dst, size_t 
 static void ref_from_f32_scaled(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
                                 float scale, bool divide, float qmax)
 {
+    if (isnan(scale)) { /* NaN * NaN keeps either operand's sign: pin it */
+        memset(dst, oct_fp8_ref_encode(f, OCT_CAST_SAT, scale), n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float y = divide ? src[i] / scale : src[i] * scale;
         if (qmax > 0.0f && fabsf(y) > qmax)

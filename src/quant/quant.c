@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "fp8/fp8_impl.h"
 #include "quant/quant_impl.h"
-
-#define CHUNK 1024
 
 float oct_quant_qmax(oct_fp8_format f)
 {
@@ -36,17 +35,11 @@ bool oct_quant_elem_format_ok(oct_fp8_format f)
            f == OCT_FP8_E5M2FNUZ;
 }
 
-/* max |x| over n values; NaN if any value is NaN (torch.amax propagates NaN). */
+/* max |x| over n values; NaN if any value is NaN (torch.amax propagates NaN).
+ * The SIMD path of the fp8 layer does the work. */
 float oct_quant_amax(const float *x, size_t n)
 {
-    float m = 0.0f;
-    bool nan = false;
-    for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        nan |= a != a;
-        m = a > m ? a : m;
-    }
-    return nan ? NAN : m;
+    return oct_fp8_impl_for(oct_cpu_level_get())->amax_f32(x, n);
 }
 
 /* Dynamic scale from an amax: max(amax / qmax, floor); NaN stays NaN. */
@@ -58,26 +51,18 @@ static float dyn_scale(float amax, float qmax, float floor_)
     return s < floor_ ? floor_ : s;
 }
 
+/* The element op fused with the saturating cast, clamped to the scheme's
+ * qmax (224 for e4m3fnuz, as vLLM: the format's own max is 240). */
 void oct_quant_mul_cast(oct_fp8_format f, const float *x, size_t n, float mul, uint8_t *q)
 {
-    float buf[CHUNK];
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t m = OCT_MIN(n - i, (size_t)CHUNK);
-        for (size_t j = 0; j < m; j++)
-            buf[j] = x[i + j] * mul;
-        oct_fp8_from_f32(f, OCT_CAST_SAT, buf, q + i, m);
-    }
+    oct_fp8_impl_for(oct_cpu_level_get())->from_f32_scaled(f, x, q, n, mul, false,
+                                                           oct_quant_qmax(f));
 }
 
 void oct_quant_div_cast(oct_fp8_format f, const float *x, size_t n, float div, uint8_t *q)
 {
-    float buf[CHUNK];
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t m = OCT_MIN(n - i, (size_t)CHUNK);
-        for (size_t j = 0; j < m; j++)
-            buf[j] = x[i + j] / div;
-        oct_fp8_from_f32(f, OCT_CAST_SAT, buf, q + i, m);
-    }
+    oct_fp8_impl_for(oct_cpu_level_get())->from_f32_scaled(f, x, q, n, div, true,
+                                                           oct_quant_qmax(f));
 }
 
 static bool dims_ok(int64_t rows, int64_t cols)

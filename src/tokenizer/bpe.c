@@ -98,7 +98,7 @@ oct_status tok_bpe_parse(const json_t *m, tok_bpe *bpe, oct_error *err)
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "model.vocab: expected an object");
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)vocab, key, val)
+    json_object_foreach(tok_json_mut(vocab), key, val)
     {
         json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
         if (id < 0 || id >= INT32_MAX)

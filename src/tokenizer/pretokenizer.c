@@ -251,7 +251,7 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
         p->behavior = TOK_SPLIT_REMOVED;
         p->invert = true;
         if ((st = tok_json_known_keys(j, keys, path, err)) ||
-            (st = tok_regex_compile("\\w+|[^\\w\\s]+", 13, false, &p->re, what, err)))
+            (st = tok_regex_compile("\\w+|[^\\w\\s]+", 12, false, &p->re, what, err)))
             goto fail;
     } else if (strcmp(type, "WhitespaceSplit") == 0) {
         static const char *const keys[] = {"type", NULL};

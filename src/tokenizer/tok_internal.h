@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -362,6 +363,15 @@ struct oct_tokenizer {
 
 /* Token string of an id (NULL when the id has none). */
 const char *tok_id_str(const struct oct_tokenizer *t, int32_t id, size_t *len);
+
+/* jansson's iteration macros take a non-const json_t *; reading through
+ * them does not modify the value. */
+static inline json_t *tok_json_mut(const json_t *j)
+{
+    json_t *m;
+    memcpy(&m, &j, sizeof m);
+    return m;
+}
 
 /* JSON helpers with path-naming errors. */
 oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *out,

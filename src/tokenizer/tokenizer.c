@@ -210,7 +210,7 @@ static oct_status build_id_table(oct_tokenizer *t, const json_t *vocab, oct_erro
     int64_t max_id = -1;
     const char *key;
     const json_t *val;
-    json_object_foreach((json_t *)vocab, key, val)
+    json_object_foreach(tok_json_mut(vocab), key, val)
     {
         if (json_integer_value(val) > max_id)
             max_id = json_integer_value(val);
@@ -233,7 +233,7 @@ static oct_status build_id_table(oct_tokenizer *t, const json_t *vocab, oct_erro
     for (size_t i = 0; i < n; i++)
         t->id_added[i] = -1;
     oct_status st;
-    json_object_foreach((json_t *)vocab, key, val)
+    json_object_foreach(tok_json_mut(vocab), key, val)
     {
         if ((st = set_id_str(t, (int32_t)json_integer_value(val), key, strlen(key), err)))
             return st;

@@ -3,8 +3,8 @@
  *
  * Algorithm (UAX #15): full decomposition (Hangul syllables algorithmically),
  * canonical ordering of combining marks by class, then canonical composition
- * for the C forms.  Text with nothing at or above U+0300 (NFC/NFD) or with
- * nothing beyond ASCII (K forms) is returned unchanged without decoding. */
+ * for the C forms.  ASCII text, and for NFC text with nothing at or above
+ * U+0300 (nothing there composes or decomposes), is returned unchanged. */
 #include <string.h>
 
 #include "tokenizer/tok_internal.h"
@@ -107,7 +107,7 @@ bool tok_unicode_normalize(tok_nf_form form, const char *s, size_t n, tok_buf *o
     bool trivial = true;
     for (size_t i = 0; i < n && trivial; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80 && (compat || c >= 0xCC)) /* 0xCC 0x80 = U+0300 */
+        if (c >= 0x80 && (form != TOK_NF_C || c >= 0xCC)) /* 0xCC 0x80 = U+0300 */
             trivial = false;
     }
     if (trivial)

@@ -6,6 +6,7 @@
 #define OCTET_CUDA_API_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "octet.h"
 
@@ -18,6 +19,70 @@ oct_status oct_cuda_device_count(int *count);
 
 /* True when built with CUDA and at least one device is present. */
 bool oct_cuda_available(void);
+
+/* ---- FP8 kernels (docs/KERNELS_CUDA.md) ----
+ * Every pointer below is device memory; `stream` is a cudaStream_t (NULL: the
+ * legacy default stream).  Calls are asynchronous: OCT_OK means the work was
+ * enqueued.  Activations and outputs are bf16 (uint16 bit patterns) row-major;
+ * FP8 operands are E4M3FN codes; the numerics are those of docs/NUMERICS.md. */
+
+/* Per-token dynamic quantization: x [m,k] bf16 -> q [m,k] codes, scale [m]
+ * (scale = max(min(amax,ub)/448, 1/(448*512)), codes = sat RNE(x / scale); ub <= 0:
+ * no bound).  Bit-identical to oct_quant_rows on the widened input. */
+oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t k, float ub, void *q,
+                                    float *scale, void *stream);
+
+/* 1x128 groups: scale [m, ceil(k/128)]; k % 8 == 0 and x 16-byte aligned, else
+ * OCT_ERR_UNSUPPORTED.  Bit-identical to oct_quant_groups. */
+oct_status oct_cuda_quant_groups_bf16(const void *x, int64_t m, int64_t k, void *q, float *scale,
+                                      void *stream);
+
+/* Small-M W8A8 streaming kernel, any m (weights re-read per 64 tokens):
+ * y [m,n] bf16 = sa * (sw * sum_k a[m,k] w[n,k]) for kind OCT_SCALE_ROW (sa [m],
+ * sw [n]); OCT_SCALE_BLOCK128: sa [m, k/128], sw [ceil(n/128), k/128], each K
+ * block scaled inside the sum.  Needs k % 128 == 0 and 16-byte aligned a and w
+ * (else OCT_ERR_UNSUPPORTED). */
+oct_status oct_cuda_gemv_w8a8(int64_t m, int64_t n, int64_t k, const uint8_t *a, const float *sa,
+                              const uint8_t *w, const float *sw, oct_scale_kind kind, void *y,
+                              void *stream);
+
+/* A context: cuBLASLt handle, workspace and activation scratch.  Not
+ * thread-safe: one per thread / stream. */
+typedef struct oct_cuda_ctx oct_cuda_ctx;
+
+enum { OCT_CUDA_PATH_AUTO = 0, OCT_CUDA_PATH_GEMV = 1, OCT_CUDA_PATH_LT = 2 };
+
+oct_status oct_cuda_ctx_create(oct_cuda_ctx **out);
+void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
+/* Allocates the activation scratch for calls up to m x k now (a call that needs
+ * more grows it with cudaMalloc, which a CUDA graph capture forbids). */
+oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k);
+/* Tuning knobs: "gemv_max_m" (auto path uses the streaming kernel up to this M;
+ * also the OCTET_CUDA_GEMV_MAX_M environment variable), "lt_block_mn_major" (1:
+ * cuBLASLt wants VEC128 activation scales as [k/128][m]). */
+oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value);
+/* Name of the kernel(s) the last call used, for logs ("quant_rows+gemv_w8a8_row"). */
+const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx);
+
+/* FP8 linear with dynamic activation quantization: x [m,k] bf16 -> y [m,n] bf16.
+ * kind OCT_SCALE_ROW: per-token activations (bound ub), per-channel weights sw [n];
+ * OCT_SCALE_BLOCK128: 1x128 activation groups, 128x128 weight blocks
+ * sw [ceil(n/128), ceil(k/128)].  path: OCT_CUDA_PATH_*. */
+oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k,
+                                   const void *x, const uint8_t *w, oct_scale_kind kind,
+                                   const float *sw, float ub, void *y, int path, void *stream);
+
+/* Pre-quantized FP8 GEMM y [m,n] bf16 = a [m,k] x w [n,k]^T, scales as
+ * oct_scaled_mm_f32 for TENSOR x TENSOR, ROW x ROW, BLOCK128 x BLOCK128. */
+oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                             oct_scale_kind ka, const float *sa, const uint8_t *w,
+                             oct_scale_kind kw, const float *sw, void *y, int path, void *stream);
+
+/* W8A16: x [m,k] bf16, FP8 weights w [n,k] with per-channel scales sw [n] decoded
+ * exactly to bf16 in registers (for GPUs without FP8 tensor cores, sm_80+):
+ * y [m,n] bf16 = sw * sum_k x w.  k % 128 == 0. */
+oct_status oct_cuda_gemv_w8a16(int64_t m, int64_t n, int64_t k, const void *x, const uint8_t *w,
+                               const float *sw, void *y, void *stream);
 
 #ifdef __cplusplus
 }

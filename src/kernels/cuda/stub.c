@@ -13,3 +13,81 @@ bool oct_cuda_available(void)
 {
     return false;
 }
+
+oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t k, float ub, void *q,
+                                    float *scale, void *stream)
+{
+    (void)x, (void)m, (void)k, (void)ub, (void)q, (void)scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_quant_groups_bf16(const void *x, int64_t m, int64_t k, void *q, float *scale,
+                                      void *stream)
+{
+    (void)x, (void)m, (void)k, (void)q, (void)scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_gemv_w8a8(int64_t m, int64_t n, int64_t k, const uint8_t *a, const float *sa,
+                              const uint8_t *w, const float *sw, oct_scale_kind kind, void *y,
+                              void *stream)
+{
+    (void)m, (void)n, (void)k, (void)a, (void)sa, (void)w, (void)sw, (void)kind, (void)y;
+    (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
+{
+    if (out)
+        *out = NULL;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+void oct_cuda_ctx_free(oct_cuda_ctx *ctx)
+{
+    (void)ctx;
+}
+
+oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
+{
+    (void)ctx, (void)max_m, (void)max_k;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value)
+{
+    (void)ctx, (void)key, (void)value;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx)
+{
+    (void)ctx;
+    return "";
+}
+
+oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k,
+                                   const void *x, const uint8_t *w, oct_scale_kind kind,
+                                   const float *sw, float ub, void *y, int path, void *stream)
+{
+    (void)ctx, (void)m, (void)n, (void)k, (void)x, (void)w, (void)kind, (void)sw, (void)ub;
+    (void)y, (void)path, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                             oct_scale_kind ka, const float *sa, const uint8_t *w,
+                             oct_scale_kind kw, const float *sw, void *y, int path, void *stream)
+{
+    (void)ctx, (void)m, (void)n, (void)k, (void)a, (void)ka, (void)sa, (void)w, (void)kw;
+    (void)sw, (void)y, (void)path, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_gemv_w8a16(int64_t m, int64_t n, int64_t k, const void *x, const uint8_t *w,
+                               const float *sw, void *y, void *stream)
+{
+    (void)m, (void)n, (void)k, (void)x, (void)w, (void)sw, (void)y, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}

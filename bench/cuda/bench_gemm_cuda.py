@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""bench_gemm_cuda.py — the issue-8 table in one process on one GPU: torch's own
+linear kernels (the yardstick) next to octet's CUDA kernels called through ctypes.
+
+    bench/cuda/build.sh && python3 bench/cuda/bench_gemm_cuda.py [--out DIR]
+        [--lib build/cuda_bench/liboctet_cuda.so] [--ms 1,2,4,...] [--shapes 4096x6144,...]
+
+Mistral-7B linear shapes x[M,K] . W[N,K]^T, bf16 in and out.  Columns (µs, median of
+triton.testing.do_bench, which flushes the L2 before every call):
+  bf16       torch F.linear, bf16 weights
+  pt_tensor  torch._scaled_mm, FP8 per-tensor, inputs quantized beforehand
+  pt_row     torch._scaled_mm, FP8 per-token x per-channel, quantized beforehand
+  pt_dyn     torch.compile'd per-token quantization + torch._scaled_mm row-wise
+  oct        octet FP8, dynamic per-token quantization included (auto path)
+  oct_gemv / oct_lt   the same, forcing the streaming kernel / cuBLASLt
+  oct_blk    octet block FP8 (1x128 activations, 128x128 weights), dynamic quant included
+  oct_w8a16  octet FP8 weights x bf16 activations (no activation quantization)
+Before timing, every octet output is checked against a float32 torch reference
+(dequantized codes, fp32 matmul) and octet's activation codes/scales against torch's
+quantization bit for bit.  torch is only the yardstick: octet never calls it.
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton.testing
+
+SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK128 = 0, 1, 2
+PATH_AUTO, PATH_GEMV, PATH_LT = 0, 1, 2
+FP8 = torch.float8_e4m3fn
+QMAX = 448.0
+FLOOR = 1.0 / (448.0 * 512.0)
+dev = "cuda"
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    vp, i64, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    lib.oct_cuda_ctx_create.argtypes = [ctypes.POINTER(vp)]
+    lib.oct_cuda_ctx_set.argtypes = [vp, ctypes.c_char_p, i64]
+    lib.oct_cuda_ctx_reserve.argtypes = [vp, i64, i64]
+    lib.oct_cuda_ctx_last_kernel.argtypes = [vp]
+    lib.oct_cuda_ctx_last_kernel.restype = ctypes.c_char_p
+    lib.oct_cuda_linear_fp8_dyn.argtypes = [vp, i64, i64, i64, vp, vp, ctypes.c_int, vp, f32, vp,
+                                            ctypes.c_int, vp]
+    lib.oct_cuda_quant_rows_bf16.argtypes = [vp, i64, i64, f32, vp, vp, vp]
+    lib.oct_cuda_quant_groups_bf16.argtypes = [vp, i64, i64, vp, vp, vp]
+    lib.oct_cuda_gemv_w8a16.argtypes = [vp, i64, i64, i64, vp, vp, vp, vp, vp]
+    lib.oct_cuda_gemm_fp8.argtypes = [vp, i64, i64, i64, vp, ctypes.c_int, vp, vp, ctypes.c_int,
+                                      vp, vp, ctypes.c_int, vp]
+    return lib
+
+
+def tdiv(a, b):
+    # true IEEE division (torch eager turns `t / 448.0` into t * (1/448)): divide by a tensor
+    return a / torch.full((), b, device=a.device, dtype=torch.float32)
+
+
+def quant_rows(x, ub=0.0):
+    xf = x.float()
+    a = xf.abs().amax(dim=1, keepdim=True)
+    s = torch.clamp_min(tdiv(a, QMAX), FLOOR)
+    return (xf / s).clamp(-QMAX, QMAX).to(FP8), s
+
+
+def quant_tensor(x):
+    xf = x.float()
+    s = torch.clamp_min(tdiv(xf.abs().amax(), QMAX), FLOOR)
+    return (xf * (1.0 / s)).clamp(-QMAX, QMAX).to(FP8), s.reshape(1)
+
+
+def quant_groups(x):
+    m, k = x.shape
+    xf = x.float().view(m, k // 128, 128)
+    s = torch.clamp_min(tdiv(xf.abs().amax(dim=2, keepdim=True), QMAX), FLOOR)
+    return (xf / s).clamp(-QMAX, QMAX).to(FP8).view(m, k), s.view(m, k // 128)
+
+
+def quant_blocks(w):
+    n, k = w.shape
+    wf = w.float().view(n // 128, 128, k // 128, 128)
+    s = torch.clamp_min(wf.abs().amax(dim=(1, 3), keepdim=True), 1e-4) / QMAX
+    q = (wf * (1.0 / s)).clamp(-QMAX, QMAX).to(FP8).view(n, k)
+    return q, s.view(n // 128, k // 128).contiguous()
+
+
+def dyn_quant_tok(x):
+    # what a PyTorch engine runs each forward pass (compiled below)
+    xf = x.float()
+    s = (xf.abs().amax(dim=1, keepdim=True) / QMAX).clamp(min=FLOOR)
+    return (xf / s).clamp(-QMAX, QMAX).to(FP8), s
+
+
+def rel(y, ref):
+    y = y.float()
+    if not torch.isfinite(y).all():
+        return float("inf")
+    return ((y - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--ms", default="1,2,4,8,16,32,64,128,256,512,1024,2048,4096,8192")
+    ap.add_argument("--shapes", default="4096x6144,4096x4096,4096x28672,14336x4096")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rep", type=int, default=40)
+    ap.add_argument("--gemv-max-m", type=int, default=-1)
+    args = ap.parse_args()
+    ms = [int(v) for v in args.ms.split(",")]
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+
+    torch.manual_seed(0)
+    lib = load_lib(args.lib)
+    ctx = ctypes.c_void_p()
+    assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0, "oct_cuda_ctx_create failed"
+    if args.gemv_max_m >= 0:
+        lib.oct_cuda_ctx_set(ctx, b"gemv_max_m", args.gemv_max_m)
+    lib.oct_cuda_ctx_reserve(ctx, max(ms), max(k for k, _ in shapes))
+    dyn_compiled = torch.compile(dyn_quant_tok, dynamic=True)
+    print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}", flush=True)
+
+    def bench(fn):
+        return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median") * 1e3
+
+    rows, checks, failures = [], [], 0
+    t_start = time.time()
+    for (k, n) in shapes:
+        w = (torch.randn(n, k, device=dev) * 0.02).to(torch.bfloat16)
+        wq_r, sw_r = quant_rows(w)            # [n,k], [n,1]
+        wq_t, sw_t = quant_tensor(w)
+        wq_b, sw_b = quant_blocks(w)
+        sw_r1 = sw_r.reshape(-1).contiguous()  # octet: [n]
+        sw_row_pt = sw_r.reshape(1, -1).contiguous()  # torch: [1,n]
+        w_deq_r = wq_r.float() * sw_r
+        w_deq_b = (wq_b.float().view(n // 128, 128, k // 128, 128)
+                   * sw_b.view(n // 128, 1, k // 128, 1)).view(n, k)
+        for m in ms:
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            x[0, :7] *= 30.0  # an outlier row start
+            y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            st = torch.cuda.current_stream().cuda_stream
+            xp, yp = x.data_ptr(), y.data_ptr()
+
+            def oct_dyn(path, kind=SCALE_ROW, wq=wq_r, sw=sw_r1):
+                r = lib.oct_cuda_linear_fp8_dyn(ctx, m, n, k, xp, wq.data_ptr(), kind, sw.data_ptr(),
+                                                0.0, yp, path, st)
+                if r != 0:
+                    raise RuntimeError(f"oct_cuda_linear_fp8_dyn status {r}")
+
+            # ---- correctness (fresh data each (shape, M)) ----
+            xq_r, sx_r = quant_rows(x)
+            q_o = torch.empty(m, k, device=dev, dtype=torch.uint8)
+            s_o = torch.empty(m, device=dev, dtype=torch.float32)
+            lib.oct_cuda_quant_rows_bf16(xp, m, k, 0.0, q_o.data_ptr(), s_o.data_ptr(), st)
+            qbad = int((q_o != xq_r.view(torch.uint8)).sum().item()) + \
+                int((s_o.view(torch.int32) != sx_r.reshape(-1).view(torch.int32)).sum().item())
+            xq_g, sx_g = quant_groups(x)
+            q_g = torch.empty(m, k, device=dev, dtype=torch.uint8)
+            s_g = torch.empty(m, k // 128, device=dev, dtype=torch.float32)
+            lib.oct_cuda_quant_groups_bf16(xp, m, k, q_g.data_ptr(), s_g.data_ptr(), st)
+            qbad += int((q_g != xq_g.view(torch.uint8)).sum().item()) + \
+                int((s_g.view(torch.int32) != sx_g.view(torch.int32)).sum().item())
+            ref_r = (xq_r.float() * sx_r) @ w_deq_r.t()
+            xg_deq = (xq_g.float().view(m, k // 128, 128) * sx_g.view(m, k // 128, 1)).view(m, k)
+            ref_b = xg_deq @ w_deq_b.t()
+            errs = {}
+            for name, path in (("oct", PATH_AUTO), ("oct_gemv", PATH_GEMV), ("oct_lt", PATH_LT)):
+                if name == "oct_gemv" and m > 64:
+                    continue
+                y.fill_(float("nan"))
+                oct_dyn(path)
+                errs[name] = rel(y, ref_r)
+            kern = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            y.fill_(float("nan"))
+            oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b)
+            errs["oct_blk"] = rel(y, ref_b)
+            kern_blk = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            oct_dyn(PATH_AUTO)  # leave the auto kernel name for the row
+            kern = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            if m <= 64:
+                y.fill_(float("nan"))
+                lib.oct_cuda_gemv_w8a16(m, n, k, xp, wq_r.data_ptr(), sw_r1.data_ptr(), yp, st)
+                errs["oct_w8a16"] = rel(y, x.float() @ w_deq_r.t())
+            bad = qbad != 0 or any(not (e < 1e-2) for e in errs.values())
+            failures += bad
+            checks.append(dict(m=m, k=k, n=n, quant_mismatches=qbad, errs=errs, ok=not bad))
+            if bad:
+                print(f"CHECK FAIL m={m} {k}x{n} quant_mismatches={qbad} errs={errs}", flush=True)
+
+            # ---- timing ----
+            r = dict(m=m, k=k, n=n, kernel=kern, kernel_blk=kern_blk)
+            r["bf16"] = bench(lambda: F.linear(x, w))
+            xq_t, sx_t = quant_tensor(x)
+
+            def pt_dyn():
+                q, s = dyn_compiled(x)
+                return torch._scaled_mm(q, wq_r.t(), scale_a=s, scale_b=sw_row_pt,
+                                        out_dtype=torch.bfloat16)
+
+            for key, fn in (
+                ("pt_tensor", lambda: torch._scaled_mm(xq_t, wq_t.t(), scale_a=sx_t, scale_b=sw_t,
+                                                      out_dtype=torch.bfloat16)),
+                ("pt_row", lambda: torch._scaled_mm(xq_r, wq_r.t(), scale_a=sx_r, scale_b=sw_row_pt,
+                                                   out_dtype=torch.bfloat16)),
+                ("pt_dyn", pt_dyn),
+            ):
+                try:
+                    r[key] = bench(fn)
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    r[key] = float("nan")
+                    print(f"# {key} m={m} {k}x{n}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            r["oct"] = bench(lambda: oct_dyn(PATH_AUTO))
+            r["oct_gemv"] = bench(lambda: oct_dyn(PATH_GEMV)) if m <= 64 else float("nan")
+            r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
+            r["oct_blk"] = bench(lambda: oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b))
+            r["oct_w8a16"] = bench(lambda: lib.oct_cuda_gemv_w8a16(
+                m, n, k, xp, wq_r.data_ptr(), sw_r1.data_ptr(), yp, st)) if m <= 64 else float("nan")
+            rows.append(r)
+            best_pre = min(r["pt_tensor"], r["pt_row"])
+            print(f"{m:5d} {k:5d}x{n:<5d} bf16 {r['bf16']:8.1f} pt_t {r['pt_tensor']:8.1f} "
+                  f"pt_r {r['pt_row']:8.1f} pt_dyn {r['pt_dyn']:8.1f} | oct {r['oct']:8.1f} "
+                  f"(gemv {r['oct_gemv']:7.1f} lt {r['oct_lt']:8.1f}) blk {r['oct_blk']:8.1f} "
+                  f"w8a16 {r['oct_w8a16']:7.1f} | x{r['bf16'] / r['oct']:.2f} vs bf16, "
+                  f"x{best_pre / r['oct']:.2f} vs pre  [{kern}] {'' if not bad else 'CHECK FAIL'}",
+                  flush=True)
+        del w, wq_r, wq_t, wq_b, w_deq_r, w_deq_b
+        torch.cuda.empty_cache()
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_gemm_cuda.json"), "w") as f:
+        json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
+                       checks=checks), f, indent=1)
+    print(f"\n# checks: {len(checks) - failures} passed, {failures} failed; {time.time() - t_start:.0f} s")
+    print("\n| M | K→N | bf16 µs | pt fp8 tensor µs | pt fp8 row µs | pt dyn-quant µs | octet dyn µs "
+          "| octet block µs | octet W8A16 µs | octet/bf16 | octet/best pre | pt dyn/bf16 | M=1 TB/s |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        best_pre = min(r["pt_tensor"], r["pt_row"])
+        tbs = f"{r['n'] * r['k'] / (r['oct'] * 1e-6) / 1e12:.2f}" if r["m"] == 1 else ""
+        w8 = f"{r['oct_w8a16']:.1f}" if not math.isnan(r["oct_w8a16"]) else "–"
+        print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16']:.1f} | {r['pt_tensor']:.1f} | "
+              f"{r['pt_row']:.1f} | {r['pt_dyn']:.1f} | {r['oct']:.1f} | {r['oct_blk']:.1f} | {w8} | "
+              f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+/* check_cuda.c — the C harness of the CUDA kernels (bench/cuda/build.sh builds it).
+ *
+ *   check_cuda [--check-only] [--quick]
+ *
+ * 1. Checks every kernel against octet's CPU reference (libref.a: oct_quant_rows,
+ *    oct_quant_groups, oct_scaled_mm_f32) on fresh random data with outliers, zero
+ *    rows, ragged sizes and (for the quantizers) NaN/Inf rows: quantizers must match
+ *    bit for bit, GEMMs within bf16 output rounding (rel. Frobenius error < 1e-2
+ *    and every element written — outputs are poisoned with NaN first).
+ * 2. Times them (CUDA events, median of repeats, weights rotated through enough
+ *    copies to stream >= 512 MB so the 60 MB L2 never holds them) on the
+ *    Mistral-7B shapes.
+ * Exit status 1 if any check failed.  --check-only is what compute-sanitizer runs.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_api.h"
+#include "octet.h"
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static int g_fail, g_pass;
+
+static void report(const char *what, int ok, const char *fmt, double v)
+{
+    printf("%-58s %s ", what, ok ? "ok  " : "FAIL");
+    printf(fmt, v);
+    printf("\n");
+    if (ok)
+        g_pass++;
+    else
+        g_fail++;
+}
+
+/* ---- host data ---- */
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void)
+{
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static uint16_t f2bf(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Activations: per-row magnitude spread, a few outliers, row 0 zeros. */
+static void make_x(uint16_t *x, float *xf, int64_t m, int64_t k)
+{
+    for (int64_t r = 0; r < m; r++) {
+        float mag = (float)pow(10.0, urand() * 4.0 - 2.0);
+        for (int64_t c = 0; c < k; c++) {
+            float v = r == 0 && m > 2 ? 0.0f : nrand() * mag;
+            if (urand() < 0.001)
+                v *= 50.0f;
+            x[r * k + c] = f2bf(v);
+            xf[r * k + c] = bf2f(x[r * k + c]);
+        }
+    }
+}
+
+static void *dalloc(size_t n)
+{
+    void *p = NULL;
+    CK(cudaMalloc(&p, n ? n : 1));
+    return p;
+}
+static void *dput(const void *h, size_t n)
+{
+    void *p = dalloc(n);
+    CK(cudaMemcpy(p, h, n, cudaMemcpyHostToDevice));
+    return p;
+}
+
+/* FP8 weights [n,k] with per-channel scales (CPU oct_quant_rows) and, from the
+ * same values, 128x128 block codes and scales. */
+typedef struct {
+    int64_t n, k;
+    uint8_t *q_row, *q_blk;
+    float *s_row, *s_blk;
+    float *wf; /* the f32 weights */
+} wset;
+
+static void make_w(wset *w, int64_t n, int64_t k)
+{
+    w->n = n;
+    w->k = k;
+    w->wf = malloc((size_t)(n * k) * 4);
+    w->q_row = malloc((size_t)(n * k));
+    w->q_blk = malloc((size_t)(n * k));
+    w->s_row = malloc((size_t)n * 4);
+    w->s_blk = malloc((size_t)(((n + 127) / 128) * ((k + 127) / 128)) * 4);
+    for (int64_t i = 0; i < n * k; i++)
+        w->wf[i] = nrand() * 0.02f * (i % 97 == 0 ? 8.0f : 1.0f);
+    oct_quant_rows(OCT_FP8_E4M3FN, w->wf, n, k, 0.0f, w->q_row, w->s_row);
+    oct_quant_blocks(OCT_FP8_E4M3FN, w->wf, n, k, 128, 128, w->q_blk, w->s_blk);
+}
+static void free_w(wset *w)
+{
+    free(w->wf);
+    free(w->q_row);
+    free(w->q_blk);
+    free(w->s_row);
+    free(w->s_blk);
+}
+
+/* rel. Frobenius error of bf16 GPU output vs f32 reference; NaN if unwritten. */
+static double rel_err(const uint16_t *y, const float *ref, int64_t n)
+{
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = bf2f(y[i]);
+        if (v != v)
+            return NAN;
+        e += (v - ref[i]) * (v - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(e / r) : sqrt(e);
+}
+
+/* ---- checks ---- */
+
+static void check_quant(int64_t m, int64_t k, int specials)
+{
+    uint16_t *x = malloc((size_t)(m * k) * 2);
+    float *xf = malloc((size_t)(m * k) * 4);
+    make_x(x, xf, m, k);
+    if (specials && m >= 4) {
+        x[1 * k + 3] = 0x7FC0; /* +NaN */
+        x[2 * k + 5] = 0xFFC1; /* -NaN */
+        x[3 * k + 1] = 0x7F80; /* +Inf */
+        for (int r = 1; r < 4; r++)
+            for (int64_t c = 0; c < k; c++)
+                xf[r * k + c] = bf2f(x[r * k + c]);
+    }
+    const int64_t nkb = (k + 127) / 128;
+    uint8_t *q_ref = malloc((size_t)(m * k)), *q_gpu = malloc((size_t)(m * k));
+    float *s_ref = malloc((size_t)(m * nkb) * 4), *s_gpu = malloc((size_t)(m * nkb) * 4);
+    void *dx = dput(x, (size_t)(m * k) * 2);
+    uint8_t *dq = dalloc((size_t)(m * k));
+    float *ds = dalloc((size_t)(m * nkb) * 4);
+    const float ubs[2] = {0.0f, 3.0f};
+    for (int u = 0; u < 2; u++) {
+        CK(cudaMemset(dq, 0x55, (size_t)(m * k)));
+        oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, ubs[u], q_ref, s_ref);
+        oct_status st = oct_cuda_quant_rows_bf16(dx, m, k, ubs[u], dq, ds, NULL);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(q_gpu, dq, (size_t)(m * k), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s_gpu, ds, (size_t)m * 4, cudaMemcpyDeviceToHost));
+        int64_t bad = st != OCT_OK ? -1 : 0;
+        for (int64_t i = 0; i < m * k && bad >= 0; i++)
+            bad += q_ref[i] != q_gpu[i];
+        for (int64_t i = 0; i < m && bad >= 0; i++)
+            bad += memcmp(&s_ref[i], &s_gpu[i], 4) != 0;
+        char what[96];
+        snprintf(what, sizeof what, "quant_rows m=%lld k=%lld ub=%g%s", (long long)m, (long long)k,
+                 (double)ubs[u], specials ? " nan/inf" : "");
+        report(what, bad == 0, "mismatches %.0f", (double)bad);
+    }
+    if (k % 8 == 0) {
+        CK(cudaMemset(dq, 0x55, (size_t)(m * k)));
+        oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, q_ref, s_ref);
+        oct_status st = oct_cuda_quant_groups_bf16(dx, m, k, dq, ds, NULL);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(q_gpu, dq, (size_t)(m * k), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s_gpu, ds, (size_t)(m * nkb) * 4, cudaMemcpyDeviceToHost));
+        int64_t bad = st != OCT_OK ? -1 : 0;
+        for (int64_t i = 0; i < m * k && bad >= 0; i++)
+            bad += q_ref[i] != q_gpu[i];
+        for (int64_t i = 0; i < m * nkb && bad >= 0; i++)
+            bad += memcmp(&s_ref[i], &s_gpu[i], 4) != 0;
+        char what[96];
+        snprintf(what, sizeof what, "quant_groups m=%lld k=%lld%s", (long long)m, (long long)k,
+                 specials ? " nan/inf" : "");
+        report(what, bad == 0, "mismatches %.0f", (double)bad);
+    }
+    cudaFree(dx);
+    cudaFree(dq);
+    cudaFree(ds);
+    free(x);
+    free(xf);
+    free(q_ref);
+    free(q_gpu);
+    free(s_ref);
+    free(s_gpu);
+}
+
+/* GEMMs on one (m, n, k): dynamic per-token (gemv, lt), dynamic block (gemv, lt
+ * both scale layouts), pre-quantized per-tensor (lt), W8A16. */
+static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
+{
+    wset w;
+    make_w(&w, n, k);
+    uint16_t *x = malloc((size_t)(m * k) * 2);
+    float *xf = malloc((size_t)(m * k) * 4);
+    make_x(x, xf, m, k);
+    const int64_t nkb = (k + 127) / 128;
+    uint8_t *qa = malloc((size_t)(m * k));
+    float *sa = malloc((size_t)(m * nkb) * 4);
+    float *ref = malloc((size_t)(m * n) * 4);
+    uint16_t *y = malloc((size_t)(m * n) * 2);
+    void *dx = dput(x, (size_t)(m * k) * 2);
+    uint8_t *dwr = dput(w.q_row, (size_t)(n * k)), *dwb = dput(w.q_blk, (size_t)(n * k));
+    float *dsr = dput(w.s_row, (size_t)n * 4);
+    float *dsb = dput(w.s_blk, (size_t)(((n + 127) / 128) * nkb) * 4);
+    uint16_t *dy = dalloc((size_t)(m * n) * 2);
+    char what[128];
+
+#define RUN_CHECK(label, call)                                                             \
+    do {                                                                                   \
+        CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2)); /* NaN poison */                    \
+        oct_status st_ = (call);                                                           \
+        CK(cudaDeviceSynchronize());                                                       \
+        CK(cudaMemcpy(y, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));                \
+        double e_ = st_ == OCT_OK ? rel_err(y, ref, m * n) : INFINITY;                     \
+        snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld [%s]", label, (long long)m,   \
+                 (long long)n, (long long)k, st_ == OCT_OK ? oct_cuda_ctx_last_kernel(ctx) : oct_status_str(st_)); \
+        report(what, e_ < 1e-2, "rel err %.2e", e_);                                       \
+    } while (0)
+
+    /* per-token x per-channel */
+    oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, 0.0f, qa, sa);
+    oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_ROW, sa, w.q_row, OCT_SCALE_ROW, w.s_row, NULL, ref);
+    if (k % 128 == 0)
+        RUN_CHECK("dyn token gemv", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+    RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    /* block */
+    oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
+    oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk, NULL, ref);
+    if (k % 128 == 0)
+        RUN_CHECK("dyn block gemv", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+    for (int mn = 0; mn < 2; mn++) {
+        oct_cuda_ctx_set(ctx, "lt_block_mn_major", mn);
+        RUN_CHECK(mn ? "dyn block lt scales[k/128][m]" : "dyn block lt scales[m][k/128]",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    }
+    oct_cuda_ctx_set(ctx, "lt_block_mn_major", 0);
+    /* per-tensor, pre-quantized */
+    {
+        float st, sw1;
+        uint8_t *qw = malloc((size_t)(n * k));
+        oct_quant_tensor(OCT_FP8_E4M3FN, xf, (size_t)(m * k), qa, &st);
+        oct_quant_tensor(OCT_FP8_E4M3FN, w.wf, (size_t)(n * k), qw, &sw1);
+        oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_TENSOR, &st, qw, OCT_SCALE_TENSOR, &sw1, NULL, ref);
+        uint8_t *dqa = dput(qa, (size_t)(m * k)), *dqw = dput(qw, (size_t)(n * k));
+        float *dst = dput(&st, 4), *dsw = dput(&sw1, 4);
+        RUN_CHECK("prequant tensor lt", oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dqw, OCT_SCALE_TENSOR, dsw, dy, OCT_CUDA_PATH_LT, NULL));
+        cudaFree(dqa);
+        cudaFree(dqw);
+        cudaFree(dst);
+        cudaFree(dsw);
+        free(qw);
+    }
+    /* W8A16: y = sw * sum bf16(x) * w_code_value */
+    if (k % 128 == 0) {
+        float *wd = malloc((size_t)(n * k) * 4);
+        oct_fp8_to_f32(OCT_FP8_E4M3FN, w.q_row, wd, (size_t)(n * k));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t c = 0; c < k; c++)
+                    s += (double)xf[i * k + c] * wd[j * k + c];
+                ref[i * n + j] = (float)(s * w.s_row[j]);
+            }
+        free(wd);
+        snprintf(what, sizeof what, "w8a16");
+        CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));
+        oct_status st_ = oct_cuda_gemv_w8a16(m, n, k, dx, dwr, dsr, dy, NULL);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(y, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));
+        double e_ = st_ == OCT_OK ? rel_err(y, ref, m * n) : INFINITY;
+        snprintf(what, sizeof what, "w8a16 gemv m=%lld n=%lld k=%lld", (long long)m, (long long)n,
+                 (long long)k);
+        report(what, e_ < 1e-2, "rel err %.2e", e_);
+    }
+#undef RUN_CHECK
+    cudaFree(dx);
+    cudaFree(dwr);
+    cudaFree(dwb);
+    cudaFree(dsr);
+    cudaFree(dsb);
+    cudaFree(dy);
+    free(x);
+    free(xf);
+    free(qa);
+    free(sa);
+    free(ref);
+    free(y);
+    free_w(&w);
+}
+
+/* ---- timing ---- */
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "dyn_lt", "block_auto", "w8a16", "quant_only"};
+
+static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm, FILE *csv)
+{
+    const size_t wbytes = (size_t)(n * k);
+    int copies = (int)((((size_t)512 << 20) + wbytes - 1) / wbytes);
+    if (copies < 2)
+        copies = 2;
+    uint8_t **dw = malloc(sizeof(void *) * (size_t)copies);
+    uint8_t *hw = malloc(wbytes);
+    for (size_t i = 0; i < wbytes; i++)
+        hw[i] = (uint8_t)(urand() * 256) & 0xBF; /* random finite codes, |v| < 448 */
+    for (int c = 0; c < copies; c++)
+        dw[c] = dput(hw, wbytes);
+    free(hw);
+    float *hs = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++)
+        hs[i] = 1e-3f;
+    float *dsr = dput(hs, (size_t)n * 4);
+    float *dsb = dalloc((size_t)(((n + 127) / 128) * ((k + 127) / 128)) * 4);
+    CK(cudaMemset(dsb, 0, (size_t)(((n + 127) / 128) * ((k + 127) / 128)) * 4));
+    free(hs);
+    int64_t mmax = ms[nm - 1];
+    uint16_t *hx = malloc((size_t)(mmax * k) * 2);
+    for (int64_t i = 0; i < mmax * k; i++)
+        hx[i] = f2bf(nrand());
+    void *dx = dput(hx, (size_t)(mmax * k) * 2);
+    free(hx);
+    uint16_t *dy = dalloc((size_t)(mmax * n) * 2);
+    uint8_t *dq = dalloc((size_t)(mmax * k));
+    float *dqs = dalloc((size_t)mmax * 4);
+    oct_cuda_ctx_reserve(ctx, mmax, k);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int mi = 0; mi < nm; mi++) {
+        const int64_t m = ms[mi];
+        printf("%6lld %5lldx%-6lld", (long long)m, (long long)k, (long long)n);
+        for (int t = 0; t < T_COUNT; t++) {
+            if ((t == T_DYN_GEMV || t == T_W8A16) && m > 64) {
+                printf(" %10s", "-");
+                continue;
+            }
+            float times[41];
+            const int reps = 41;
+            oct_status st = OCT_OK;
+            for (int r = -3; r < reps && st == OCT_OK; r++) {
+                const uint8_t *w = dw[(r + 3) % copies];
+                CK(cudaEventRecord(e0, NULL));
+                switch (t) {
+                case T_DYN_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
+                case T_DYN_GEMV: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL); break;
+                case T_DYN_LT: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_LT, NULL); break;
+                case T_BLK_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
+                case T_W8A16: st = oct_cuda_gemv_w8a16(m, n, k, dx, w, dsr, dy, NULL); break;
+                case T_QUANT: st = oct_cuda_quant_rows_bf16(dx, m, k, 0, dq, dqs, NULL); break;
+                }
+                CK(cudaEventRecord(e1, NULL));
+                CK(cudaEventSynchronize(e1));
+                if (r >= 0)
+                    CK(cudaEventElapsedTime(&times[r], e0, e1));
+            }
+            if (st != OCT_OK) {
+                printf(" %10s", "n/a");
+                continue;
+            }
+            qsort(times, reps, sizeof(float), cmp_f);
+            const double us = times[reps / 2] * 1e3;
+            printf(" %10.1f", us);
+            if (csv)
+                fprintf(csv, "%lld,%lld,%lld,%s,%.2f,%.1f\n", (long long)m, (long long)k, (long long)n,
+                        k_tname[t], us, t == T_QUANT ? 0.0 : (double)wbytes / (us * 1e-6) / 1e9);
+        }
+        printf("\n");
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    for (int c = 0; c < copies; c++)
+        cudaFree(dw[c]);
+    free(dw);
+    cudaFree(dsr);
+    cudaFree(dsb);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dq);
+    cudaFree(dqs);
+}
+
+int main(int argc, char **argv)
+{
+    int check_only = 0, quick = 0;
+    const char *csv_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--check-only"))
+            check_only = 1;
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+            csv_path = argv[++i];
+    }
+    oct_cuda_ctx *ctx = NULL;
+    oct_status st = oct_cuda_ctx_create(&ctx);
+    if (st != OCT_OK) {
+        fprintf(stderr, "oct_cuda_ctx_create: %s\n", oct_status_str(st));
+        return 2;
+    }
+    /* quantizers */
+    check_quant(4, 4096, 1);
+    check_quant(7, 14336, 0);
+    check_quant(33, 1000, 1); /* unaligned K: scalar row path, groups with a partial group */
+    check_quant(5, 136, 0);
+    if (!quick)
+        check_quant(300, 4096, 0);
+    /* GEMMs: tile edges of the streaming kernel (8/16/32/64 tokens, ragged N) */
+    const int64_t gm[] = {1, 3, 8, 13, 16, 17, 32, 40, 64, 100};
+    for (size_t i = 0; i < sizeof gm / sizeof gm[0]; i++) {
+        if (quick && gm[i] > 17)
+            continue;
+        check_gemm(ctx, gm[i], 264, 1024);
+    }
+    check_gemm(ctx, 5, 384, 4096);
+    if (!quick)
+        check_gemm(ctx, 64, 256, 14336);
+    printf("checks: %d passed, %d failed\n", g_pass, g_fail);
+    if (!check_only) {
+        FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
+        if (csv)
+            fprintf(csv, "m,k,n,variant,us,weight_GBps\n");
+        const int64_t ms[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
+        const int64_t shapes[4][2] = {{4096, 6144}, {4096, 4096}, {4096, 28672}, {14336, 4096}};
+        printf("\nmedian us (CUDA events, weights rotated past L2)\n%6s %-12s", "M", "KxN");
+        for (int t = 0; t < T_COUNT; t++)
+            printf(" %10s", k_tname[t]);
+        printf("\n");
+        for (int s = 0; s < 4; s++)
+            time_shape(ctx, shapes[s][0], shapes[s][1], ms, quick ? 4 : (int)(sizeof ms / sizeof ms[0]), csv);
+        if (csv)
+            fclose(csv);
+    }
+    oct_cuda_ctx_free(ctx);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,294 @@
+/* generate.c — `octet generate`: load (quantizing online if asked), prefill the
+ * prompt, decode token by token, stream text to stdout. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: octet generate --model DIR (--prompt TEXT | --prompt-ids \"1,2,3\") [options]\n"
+            "%s"
+            "  --chat                      wrap the prompt in the model's chat template\n"
+            "  --max-tokens N              tokens to generate (default 64)\n"
+            "  --temperature T             0 = greedy (default 0.8)\n"
+            "  --top-p P  --top-k K  --min-p P  --seed S\n"
+            "  --repetition-penalty R  --presence-penalty P  --frequency-penalty F\n"
+            "  --ignore-eos                keep going past end-of-sequence tokens\n"
+            "  --json                      one JSON object: prompt_ids, output_ids, text, timings\n",
+            model_args_usage());
+}
+
+/* "1,2,3" -> ids; false on a malformed list. */
+static bool parse_ids(const char *s, oct_token_ids *out)
+{
+    out->n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > INT32_MAX)
+            return false;
+        if (out->n == out->cap) {
+            int64_t cap = out->cap ? out->cap * 2 : 64;
+            int32_t *p = realloc(out->ids, (size_t)cap * sizeof(int32_t));
+            if (!p)
+                return false;
+            out->ids = p;
+            out->cap = cap;
+        }
+        out->ids[out->n++] = (int32_t)v;
+        s = end;
+        while (*s == ',' || *s == ' ')
+            s++;
+    }
+    return out->n > 0;
+}
+
+int cli_generate(int argc, char **argv)
+{
+    model_args ma;
+    model_args_init(&ma);
+    const char *prompt = NULL, *prompt_ids = NULL;
+    int64_t max_tokens = 64;
+    bool json = false, chat = false, ignore_eos = false;
+    oct_sampling sp;
+    oct_sampling_default(&sp);
+    sp.temperature = 0.8f;
+    for (int i = 1; i < argc; i++) {
+        int r = model_args_parse(&ma, argc, argv, &i, "generate");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        const char *f = argv[i];
+        bool has = i + 1 < argc;
+        if (strcmp(f, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(f, "--json") == 0) {
+            json = true;
+        } else if (strcmp(f, "--chat") == 0) {
+            chat = true;
+        } else if (strcmp(f, "--ignore-eos") == 0) {
+            ignore_eos = true;
+        } else if (has && strcmp(f, "--prompt") == 0) {
+            prompt = argv[++i];
+        } else if (has && strcmp(f, "--prompt-ids") == 0) {
+            prompt_ids = argv[++i];
+        } else if (has && strcmp(f, "--max-tokens") == 0) {
+            max_tokens = atoll(argv[++i]);
+        } else if (has && strcmp(f, "--temperature") == 0) {
+            sp.temperature = strtof(argv[++i], NULL);
+        } else if (has && strcmp(f, "--top-p") == 0) {
+            sp.top_p = strtof(argv[++i], NULL);
+        } else if (has && strcmp(f, "--top-k") == 0) {
+            sp.top_k = atoi(argv[++i]);
+        } else if (has && strcmp(f, "--min-p") == 0) {
+            sp.min_p = strtof(argv[++i], NULL);
+        } else if (has && strcmp(f, "--seed") == 0) {
+            sp.seed = strtoull(argv[++i], NULL, 10);
+        } else if (has && strcmp(f, "--repetition-penalty") == 0) {
+            sp.repetition_penalty = strtof(argv[++i], NULL);
+        } else if (has && strcmp(f, "--presence-penalty") == 0) {
+            sp.presence_penalty = strtof(argv[++i], NULL);
+        } else if (has && strcmp(f, "--frequency-penalty") == 0) {
+            sp.frequency_penalty = strtof(argv[++i], NULL);
+        } else {
+            fprintf(stderr, "octet generate: unknown or incomplete option '%s'\n", f);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!!prompt == !!prompt_ids) {
+        fprintf(stderr, "octet generate: give exactly one of --prompt or --prompt-ids\n");
+        return 2;
+    }
+    if (max_tokens < 0) {
+        fprintf(stderr, "octet generate: --max-tokens must be >= 0\n");
+        return 2;
+    }
+    double t0 = now_s();
+    oct_model *m = NULL;
+    int rc = model_args_load(&ma, "generate", &m);
+    if (rc)
+        return rc;
+    double load_s = now_s() - t0;
+    oct_error err;
+    oct_error_clear(&err);
+    oct_tokenizer *tok = NULL;
+    oct_status st = oct_tokenizer_load(ma.model, &tok, &err);
+    if (st != OCT_OK) {
+        fprintf(stderr, "octet generate: %s\n", err.message);
+        oct_model_free(m);
+        return 1;
+    }
+    oct_token_ids ids = {0};
+    char *rendered = NULL;
+    rc = 1;
+    oct_session *sess = NULL;
+    oct_sampler *smp = NULL;
+    oct_detokenizer *dt = NULL;
+    float *logits = NULL;
+    int32_t *out_ids = NULL;
+    int64_t n_out = 0;
+    json_t *text_acc = NULL;
+    if (prompt_ids) {
+        if (!parse_ids(prompt_ids, &ids)) {
+            fprintf(stderr, "octet generate: --prompt-ids: expected comma-separated token ids\n");
+            goto out;
+        }
+    } else {
+        const char *text = prompt;
+        size_t len = strlen(prompt);
+        if (chat) {
+            oct_chat_message msg = {"user", prompt};
+            if ((st = oct_chat_render(tok, &msg, 1, true, &rendered, &len, &err)) != OCT_OK) {
+                fprintf(stderr, "octet generate: chat template: %s\n", err.message);
+                goto out;
+            }
+            text = rendered;
+        }
+        if ((st = oct_tokenizer_encode(tok, text, len, !chat, &ids, &err)) != OCT_OK) {
+            fprintf(stderr, "octet generate: %s\n", err.message);
+            goto out;
+        }
+    }
+    int64_t V = oct_model_vocab_size(m);
+    for (int64_t i = 0; i < ids.n; i++)
+        if (ids.ids[i] >= V) {
+            fprintf(stderr, "octet generate: prompt token id %d is outside the vocabulary (%lld)\n",
+                    ids.ids[i], (long long)V);
+            goto out;
+        }
+    if (ids.n == 0) {
+        fprintf(stderr, "octet generate: the prompt encodes to no tokens\n");
+        goto out;
+    }
+    if ((st = oct_session_create(m, 1, ids.n + max_tokens + 1, &sess, &err)) != OCT_OK ||
+        oct_sampler_create(&sp, V, &smp) != OCT_OK ||
+        oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK) {
+        fprintf(stderr, "octet generate: %s\n", err.message[0] ? err.message : "bad sampling options");
+        goto out;
+    }
+    logits = malloc((size_t)V * sizeof(float));
+    out_ids = malloc((size_t)(max_tokens + 1) * sizeof(int32_t));
+    int32_t *seqs = calloc((size_t)ids.n, sizeof(int32_t));
+    int64_t *pos = malloc((size_t)ids.n * sizeof(int64_t));
+    bool *want = calloc((size_t)ids.n, sizeof(bool));
+    int32_t *hist = malloc((size_t)(ids.n + max_tokens + 1) * sizeof(int32_t));
+    if (!logits || !out_ids || !seqs || !pos || !want || !hist) {
+        free(seqs), free(pos), free(want), free(hist);
+        fprintf(stderr, "octet generate: out of memory\n");
+        goto out;
+    }
+    for (int64_t i = 0; i < ids.n; i++) {
+        pos[i] = i;
+        hist[i] = ids.ids[i];
+    }
+    want[ids.n - 1] = true;
+    const oct_model_config *cfg = oct_model_get_config(m);
+    int32_t eos_tok = oct_tokenizer_eos_id(tok);
+    text_acc = json_string("");
+    double t1 = now_s();
+    st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
+    free(seqs), free(pos), free(want);
+    double prefill_s = now_s() - t1, ttft_ms = 0, t_dec0 = 0;
+    int64_t n_hist = ids.n;
+    while (st == OCT_OK && n_out < max_tokens) {
+        int32_t next = oct_sampler_sample(smp, logits, hist, n_hist);
+        if (n_out == 0) {
+            ttft_ms = (now_s() - t1) * 1e3;
+            t_dec0 = now_s();
+        }
+        out_ids[n_out++] = next;
+        hist[n_hist++] = next;
+        bool is_eos = next == eos_tok;
+        for (int e = 0; e < cfg->n_eos; e++)
+            is_eos |= next == cfg->eos_token_ids[e];
+        const char *piece;
+        size_t plen;
+        if (oct_detokenizer_push(dt, next, &piece, &plen, &err) == OCT_OK && plen) {
+            if (!json) {
+                fwrite(piece, 1, plen, stdout);
+                fflush(stdout);
+            }
+            json_string_setn(text_acc, "", 0);
+        }
+        if (is_eos && !ignore_eos)
+            break;
+        if (n_out == max_tokens)
+            break;
+        int32_t sq = 0;
+        int64_t p = n_hist - 1;
+        st = oct_session_forward(sess, 1, &next, &sq, &p, NULL, logits, &err);
+    }
+    double decode_s = n_out > 1 ? now_s() - t_dec0 : 0;
+    free(hist);
+    if (st != OCT_OK) {
+        fprintf(stderr, "\noctet generate: %s\n", err.message);
+        goto out;
+    }
+    char *text = NULL;
+    size_t tlen = 0;
+    oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
+    if (json) {
+        json_t *o = json_object(), *pi = json_array(), *oi = json_array(), *tm = json_object();
+        for (int64_t i = 0; i < ids.n; i++)
+            json_array_append_new(pi, json_integer(ids.ids[i]));
+        for (int64_t i = 0; i < n_out; i++)
+            json_array_append_new(oi, json_integer(out_ids[i]));
+        json_object_set_new(o, "prompt_ids", pi);
+        json_object_set_new(o, "output_ids", oi);
+        json_object_set_new(o, "text", json_stringn(text ? text : "", tlen));
+        json_object_set_new(tm, "load_s", json_real(load_s));
+        json_object_set_new(tm, "ttft_ms", json_real(ttft_ms));
+        json_object_set_new(tm, "prefill_tok_s",
+                            json_real(prefill_s > 0 ? (double)ids.n / prefill_s : 0));
+        json_object_set_new(tm, "decode_tok_s",
+                            json_real(decode_s > 0 ? (double)(n_out - 1) / decode_s : 0));
+        json_object_set_new(o, "timings", tm);
+        json_object_set_new(o, "scheme", json_string(oct_plan_summary(oct_model_get_plan(m))));
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s);
+        free(s);
+        json_decref(o);
+    } else {
+        const char *piece;
+        size_t plen;
+        if (oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen)
+            fwrite(piece, 1, plen, stdout);
+        printf("\n");
+        fprintf(stderr,
+                "octet: %lld prompt tokens, %lld generated; load %.2f s, TTFT %.1f ms, prefill "
+                "%.1f tok/s, decode %.1f tok/s\n",
+                (long long)ids.n, (long long)n_out, load_s, ttft_ms,
+                prefill_s > 0 ? (double)ids.n / prefill_s : 0,
+                decode_s > 0 ? (double)(n_out - 1) / decode_s : 0);
+    }
+    oct_tokenizer_text_free(text);
+    rc = 0;
+out:
+    json_decref(text_acc);
+    free(logits);
+    free(out_ids);
+    free(rendered);
+    oct_token_ids_free(&ids);
+    oct_detokenizer_free(dt);
+    oct_sampler_free(smp);
+    oct_session_free(sess);
+    oct_tokenizer_free(tok);
+    oct_model_free(m);
+    return rc;
+}

@@ -1,0 +1,248 @@
+/* inspect.c — `octet inspect --model DIR [--json]`: what a checkpoint is:
+ * architecture and sizes, the detected format and scheme, one row per linear
+ * layer (the canonical description of src/io), totals, and KV-cache scales. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: octet inspect --model DIR [--json]\n"
+               "  --model DIR   Hugging Face folder: config.json + *.safetensors\n"
+               "  --json        one JSON object: format, scheme, layers[], total_params, ...\n");
+}
+
+static bool scale_like(const char *n)
+{
+    static const char *const sfx[] = {"_scale", "_scale_inv", ".scale", "_zero_point"};
+    size_t l = strlen(n);
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        size_t m = strlen(sfx[i]);
+        if (l >= m && strcmp(n + l - m, sfx[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static size_t linear_bytes(const oct_ckpt_linear *l)
+{
+    size_t b = l->weight->size_bytes;
+    if (l->weight_scale)
+        b += l->weight_scale->size_bytes;
+    if (l->input_scale)
+        b += l->input_scale->size_bytes;
+    if (l->bias)
+        b += l->bias->size_bytes;
+    return b;
+}
+
+static void scale_shape(const oct_ckpt_linear *l, char *buf, size_t cap)
+{
+    if (!l->weight_scale) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    const oct_tensor *t = l->weight_scale;
+    size_t k = (size_t)snprintf(buf, cap, "%s[", oct_dtype_str(t->dtype));
+    for (int i = 0; i < t->n_dims && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    if (k < cap)
+        snprintf(buf + k, cap - k, "]");
+}
+
+static json_t *kv_json(const oct_ckpt_kv *k)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "attn", json_string(k->attn));
+    json_object_set_new(o, "layer", json_integer(k->layer));
+    const struct {
+        const char *name, *src_name;
+        float v;
+        const char *src;
+    } f[] = {{"k_scale", "k_source", k->k_scale, k->k_source},
+             {"v_scale", "v_source", k->v_scale, k->v_source},
+             {"q_scale", "q_source", k->q_scale, k->q_source},
+             {"prob_scale", "prob_source", k->prob_scale, k->prob_source}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!f[i].src)
+            continue;
+        json_object_set_new(o, f[i].name, json_real((double)f[i].v));
+        json_object_set_new(o, f[i].src_name, json_string(f[i].src));
+    }
+    return o;
+}
+
+int cli_inspect(int argc, char **argv)
+{
+    const char *model = NULL;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            model = argv[++i];
+        } else if (strcmp(argv[i], "--json") == 0) {
+            as_json = true;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "octet inspect: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model) {
+        usage(stderr);
+        return 2;
+    }
+    oct_checkpoint *ck = NULL;
+    oct_error err;
+    oct_error_clear(&err);
+    if (oct_checkpoint_open(model, NULL, &ck, &err) != OCT_OK) {
+        fprintf(stderr, "octet inspect: %s\n", err.message);
+        return 1;
+    }
+    const oct_model_config *c = oct_checkpoint_config(ck);
+    const oct_tensor_set *ts = oct_checkpoint_tensors(ck);
+    uint64_t total_params = 0, linear_params = 0, stored = 0;
+    for (int64_t i = 0; i < oct_tensor_set_count(ts); i++) {
+        const oct_tensor *t = oct_tensor_set_at(ts, i);
+        stored += t->size_bytes;
+        if (!scale_like(t->name))
+            total_params += (uint64_t)t->numel;
+    }
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++)
+        linear_params += (uint64_t)oct_checkpoint_linear(ck, i)->weight->numel;
+    uint64_t on_disk = oct_tensor_set_bytes_on_disk(ts);
+    const char *fmt = oct_ckpt_format_str(oct_checkpoint_format(ck));
+
+    if (as_json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "model", json_string(model));
+        json_object_set_new(o, "architecture", json_string(c->architecture));
+        json_object_set_new(o, "model_type", json_string(c->model_type));
+        json_object_set_new(
+            o, "config",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:b}",
+                      "hidden_size", (json_int_t)c->hidden_size, "intermediate_size",
+                      (json_int_t)c->intermediate_size, "num_hidden_layers",
+                      (json_int_t)c->n_layers, "num_attention_heads", (json_int_t)c->n_heads,
+                      "num_key_value_heads", (json_int_t)c->n_kv_heads, "head_dim",
+                      (json_int_t)c->head_dim, "vocab_size", (json_int_t)c->vocab_size,
+                      "max_position_embeddings", (json_int_t)c->max_position_embeddings,
+                      "rope_theta", c->rope_theta, "rms_norm_eps", c->rms_norm_eps, "rope_type",
+                      c->rope_type, "tie_word_embeddings", c->tie_word_embeddings));
+        json_object_set_new(o, "format", json_string(fmt));
+        json_object_set_new(o, "scheme", json_string(oct_checkpoint_scheme(ck)));
+        json_t *layers = json_array();
+        for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++) {
+            const oct_ckpt_linear *l = oct_checkpoint_linear(ck, i);
+            json_t *e = json_object();
+            json_object_set_new(e, "name", json_string(l->name));
+            json_object_set_new(e, "shape", json_pack("[I, I]", (json_int_t)l->out_features,
+                                                      (json_int_t)l->in_features));
+            json_object_set_new(e, "weight_dtype", json_string(oct_dtype_str(l->weight->dtype)));
+            json_object_set_new(e, "scale_kind", json_string(oct_wscale_kind_str(l->scale_kind)));
+            if (l->weight_scale) {
+                json_object_set_new(e, "scale_tensor", json_string(l->weight_scale->name));
+                json_object_set_new(e, "scale_dtype",
+                                    json_string(oct_dtype_str(l->weight_scale->dtype)));
+                json_object_set_new(e, "scale_shape",
+                                    json_pack("[I, I]", (json_int_t)l->scale_rows,
+                                              (json_int_t)l->scale_cols));
+            }
+            if (l->block_n)
+                json_object_set_new(e, "block", json_pack("[I, I]", (json_int_t)l->block_n,
+                                                          (json_int_t)l->block_k));
+            json_object_set_new(e, "activation", json_string(oct_act_kind_str(l->activation)));
+            if (l->act_group)
+                json_object_set_new(e, "act_group", json_integer(l->act_group));
+            if (l->input_scale)
+                json_object_set_new(e, "input_scale", json_real((double)l->input_scale_value));
+            if (l->act_scale_ub > 0.0f)
+                json_object_set_new(e, "activation_scale_ub", json_real((double)l->act_scale_ub));
+            json_object_set_new(e, "bytes", json_integer((json_int_t)linear_bytes(l)));
+            json_object_set_new(e, "rule", json_string(l->rule));
+            json_array_append_new(layers, e);
+        }
+        json_object_set_new(o, "layers", layers);
+        json_object_set_new(o, "total_params", json_integer((json_int_t)total_params));
+        json_object_set_new(o, "linear_params", json_integer((json_int_t)linear_params));
+        json_object_set_new(o, "bytes_on_disk", json_integer((json_int_t)on_disk));
+        json_object_set_new(o, "bytes_tensors", json_integer((json_int_t)stored));
+        json_object_set_new(o, "bytes_bf16", json_integer((json_int_t)(total_params * 2)));
+        json_object_set_new(o, "kv_cache_quantized", json_boolean(oct_checkpoint_kv_quantized(ck)));
+        json_t *kv = json_array();
+        for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++)
+            json_array_append_new(kv, kv_json(oct_checkpoint_kv(ck, i)));
+        json_object_set_new(o, "kv_scales", kv);
+        char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        json_decref(o);
+        if (!s) {
+            oct_checkpoint_free(ck);
+            fprintf(stderr, "octet inspect: out of memory\n");
+            return 1;
+        }
+        puts(s);
+        free(s);
+        oct_checkpoint_free(ck);
+        return 0;
+    }
+
+    printf("model:        %s\n", model);
+    printf("architecture: %s (%s)\n", c->architecture[0] ? c->architecture : "?",
+           c->model_type[0] ? c->model_type : "?");
+    printf("sizes:        hidden %lld, intermediate %lld, layers %lld, heads %lld (kv %lld, "
+           "head_dim %lld), vocab %lld\n",
+           (long long)c->hidden_size, (long long)c->intermediate_size, (long long)c->n_layers,
+           (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->head_dim,
+           (long long)c->vocab_size);
+    printf("rope:         %s, theta %g; tie_word_embeddings %s; max positions %lld\n",
+           c->rope_type, c->rope_theta, c->tie_word_embeddings ? "true" : "false",
+           (long long)c->max_position_embeddings);
+    printf("format:       %s\n", fmt);
+    printf("scheme:       %s\n\n", oct_checkpoint_scheme(ck));
+    printf("%-44s %-12s %-8s %-8s %-18s %-16s %10s\n", "layer", "shape", "weight", "scale",
+           "scale tensor", "activation", "bytes");
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++) {
+        const oct_ckpt_linear *l = oct_checkpoint_linear(ck, i);
+        char shape[48], ss[48], act[48];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)l->out_features,
+                 (long long)l->in_features);
+        scale_shape(l, ss, sizeof ss);
+        if (l->activation == OCT_AKIND_DYNAMIC_GROUP)
+            snprintf(act, sizeof act, "dynamic_group/%lld", (long long)l->act_group);
+        else if (l->activation == OCT_AKIND_STATIC)
+            snprintf(act, sizeof act, "static %.4g", (double)l->input_scale_value);
+        else
+            snprintf(act, sizeof act, "%s", oct_act_kind_str(l->activation));
+        printf("%-44s %-12s %-8s %-8s %-18s %-16s %10zu\n", l->name, shape,
+               oct_dtype_str(l->weight->dtype), oct_wscale_kind_str(l->scale_kind), ss, act,
+               linear_bytes(l));
+    }
+    printf("\nparameters:   %llu (%llu in linear layers)\n", (unsigned long long)total_params,
+           (unsigned long long)linear_params);
+    printf("bytes:        %llu on disk (%d file%s); %llu as stored vs %llu as BF16 (%.1f%%)\n",
+           (unsigned long long)on_disk, oct_tensor_set_n_files(ts),
+           oct_tensor_set_n_files(ts) == 1 ? "" : "s", (unsigned long long)stored,
+           (unsigned long long)(total_params * 2),
+           total_params ? 100.0 * (double)stored / (double)(total_params * 2) : 0.0);
+    printf("kv cache:     %s\n", oct_checkpoint_kv_quantized(ck)
+                                     ? "quantized (scales required by the config)"
+                                     : (oct_checkpoint_n_kv(ck) ? "scales present" : "no scales"));
+    for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++) {
+        const oct_ckpt_kv *k = oct_checkpoint_kv(ck, i);
+        printf("  %-40s k_scale %-10.6g (%s)  v_scale %-10.6g (%s)", k->attn, (double)k->k_scale,
+               k->k_source ? k->k_source : "absent", (double)k->v_scale,
+               k->v_source ? k->v_source : "absent");
+        if (k->q_source)
+            printf("  q_scale %.6g (%s)", (double)k->q_scale, k->q_source);
+        if (k->prob_source)
+            printf("  prob_scale %.6g (%s)", (double)k->prob_scale, k->prob_source);
+        printf("\n");
+    }
+    oct_checkpoint_free(ck);
+    return 0;
+}

@@ -1,0 +1,204 @@
+/* session.c — a paged KV cache for up to max_seqs sequences and the batch
+ * forward entry point.  Blocks of KV_BLOCK positions are taken from a free
+ * list as sequences grow and returned when a sequence is reset, so many
+ * sequences of different lengths share one pool (the server's continuous
+ * batching builds on this). */
+#include <string.h>
+
+#include "core/core.h"
+#include "model/model.h"
+
+#define KV_BLOCK 16
+
+struct oct_session {
+    const oct_model *m;
+    int max_seqs;
+    int64_t max_ctx;          /* positions per sequence */
+    int64_t blocks_per_seq;   /* ceil(max_ctx / KV_BLOCK) */
+    int64_t n_blocks;         /* pool size */
+    int32_t *free_list;       /* [n_blocks] */
+    int64_t n_free;
+    int32_t **tables;         /* [max_seqs][blocks_per_seq], -1 = unassigned */
+    int64_t *seq_len;         /* [max_seqs] */
+    void **k, **v;            /* [n_layers] */
+    float *k_scale, *v_scale; /* [n_layers] */
+    bool *pending;            /* [n_layers] */
+    oct_kv_view view;
+    oct_fwd_ws *ws;
+    int64_t ws_tokens;
+};
+
+static size_t kv_esize(oct_kv_dtype d)
+{
+    return d == OCT_KV_F32 ? 4 : d == OCT_KV_BF16 ? 2 : 1;
+}
+
+oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                              oct_session **out, oct_error *err)
+{
+    *out = NULL;
+    const oct_arch *a = &m->arch;
+    if (max_seqs <= 0 || max_tokens_per_seq <= 0)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "session: max_seqs and max_tokens must be positive");
+    if (a->max_pos > 0 && max_tokens_per_seq > a->max_pos)
+        max_tokens_per_seq = a->max_pos;
+    oct_session *s = oct_calloc(1, sizeof *s);
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    s->m = m;
+    s->max_seqs = max_seqs;
+    s->max_ctx = max_tokens_per_seq;
+    s->blocks_per_seq = oct_ceil_div(max_tokens_per_seq, KV_BLOCK);
+    s->n_blocks = s->blocks_per_seq * max_seqs;
+    int64_t L = a->n_layers;
+    size_t per_layer = (size_t)s->n_blocks * KV_BLOCK * (size_t)(a->n_kv_heads * a->head_dim) *
+                       kv_esize(m->kv_dtype);
+    s->free_list = oct_malloc((size_t)s->n_blocks * sizeof(int32_t));
+    s->tables = oct_calloc((size_t)max_seqs, sizeof(int32_t *));
+    s->seq_len = oct_calloc((size_t)max_seqs, sizeof(int64_t));
+    s->k = oct_calloc((size_t)L, sizeof(void *));
+    s->v = oct_calloc((size_t)L, sizeof(void *));
+    s->k_scale = oct_malloc((size_t)L * sizeof(float));
+    s->v_scale = oct_malloc((size_t)L * sizeof(float));
+    s->pending = oct_calloc((size_t)L, sizeof(bool));
+    oct_status st = OCT_OK;
+    if (!s->free_list || !s->tables || !s->seq_len || !s->k || !s->v || !s->k_scale ||
+        !s->v_scale || !s->pending)
+        goto nomem;
+    for (int i = 0; i < max_seqs; i++) {
+        s->tables[i] = oct_malloc((size_t)s->blocks_per_seq * sizeof(int32_t));
+        if (!s->tables[i])
+            goto nomem;
+        for (int64_t b = 0; b < s->blocks_per_seq; b++)
+            s->tables[i][b] = -1;
+    }
+    for (int64_t l = 0; l < L; l++) {
+        s->k[l] = oct_malloc_aligned(per_layer);
+        s->v[l] = oct_malloc_aligned(per_layer);
+        if (!s->k[l] || !s->v[l])
+            goto nomem;
+        s->k_scale[l] = m->layers[l].k_scale;
+        s->v_scale[l] = m->layers[l].v_scale;
+        s->pending[l] = (m->kv_dtype == OCT_KV_E4M3 || m->kv_dtype == OCT_KV_E5M2) &&
+                        m->calculate_kv_scales && !m->kv_scales_from_ckpt;
+    }
+    for (int64_t b = 0; b < s->n_blocks; b++)
+        s->free_list[b] = (int32_t)(s->n_blocks - 1 - b);
+    s->n_free = s->n_blocks;
+    s->view.dtype = m->kv_dtype;
+    s->view.block_size = KV_BLOCK;
+    s->view.k = s->k;
+    s->view.v = s->v;
+    s->view.block_tables = s->tables;
+    s->view.k_scale = s->k_scale;
+    s->view.v_scale = s->v_scale;
+    s->view.scales_pending = s->pending;
+    *out = s;
+    return OCT_OK;
+nomem:
+    st = oct_error_set(err, OCT_ERR_NOMEM, -1,
+                       "out of memory for a KV cache of %d x %lld tokens (%.1f MB per layer)",
+                       max_seqs, (long long)max_tokens_per_seq, (double)per_layer * 2 / 1e6);
+    oct_session_free(s);
+    return st;
+}
+
+void oct_session_free(oct_session *s)
+{
+    if (!s)
+        return;
+    int64_t L = s->m->arch.n_layers;
+    if (s->tables)
+        for (int i = 0; i < s->max_seqs; i++)
+            oct_free(s->tables[i]);
+    if (s->k)
+        for (int64_t l = 0; l < L; l++) {
+            oct_free_aligned(s->k[l]);
+            oct_free_aligned(s->v[l]);
+        }
+    oct_free(s->tables);
+    oct_free(s->k);
+    oct_free(s->v);
+    oct_free(s->k_scale);
+    oct_free(s->v_scale);
+    oct_free(s->pending);
+    oct_free(s->free_list);
+    oct_free(s->seq_len);
+    oct_fwd_ws_free(s->ws);
+    oct_free(s);
+}
+
+void oct_session_reset_seq(oct_session *s, int32_t seq)
+{
+    if (!s || seq < 0 || seq >= s->max_seqs)
+        return;
+    for (int64_t b = 0; b < s->blocks_per_seq; b++) {
+        if (s->tables[seq][b] >= 0) {
+            s->free_list[s->n_free++] = s->tables[seq][b];
+            s->tables[seq][b] = -1;
+        }
+    }
+    s->seq_len[seq] = 0;
+}
+
+int64_t oct_session_seq_len(const oct_session *s, int32_t seq)
+{
+    return s && seq >= 0 && seq < s->max_seqs ? s->seq_len[seq] : -1;
+}
+
+int64_t oct_session_kv_blocks_used(const oct_session *s)
+{
+    return s->n_blocks - s->n_free;
+}
+
+int64_t oct_session_kv_blocks_total(const oct_session *s)
+{
+    return s->n_blocks;
+}
+
+oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
+                               const int32_t *seq, const int64_t *pos, const bool *want_logits,
+                               float *logits, oct_error *err)
+{
+    if (!s || n <= 0 || !tokens || !seq || !pos)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_session_forward: bad arguments");
+    /* Validate positions and assign KV blocks before any work. */
+    for (int64_t t = 0; t < n; t++) {
+        int32_t q = seq[t];
+        if (q < 0 || q >= s->max_seqs)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "sequence id %d out of range", q);
+        if (pos[t] >= s->max_ctx)
+            return oct_error_set(err, OCT_ERR_LIMIT, -1,
+                                 "sequence %d: position %lld is past the context length %lld", q,
+                                 (long long)pos[t], (long long)s->max_ctx);
+        if (pos[t] != s->seq_len[q])
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "sequence %d: token at position %lld but the cache holds %lld", q,
+                                 (long long)pos[t], (long long)s->seq_len[q]);
+        int64_t b = pos[t] / KV_BLOCK;
+        if (s->tables[q][b] < 0) {
+            if (s->n_free == 0)
+                return oct_error_set(err, OCT_ERR_LIMIT, -1, "KV cache full (%lld blocks)",
+                                     (long long)s->n_blocks);
+            s->tables[q][b] = s->free_list[--s->n_free];
+        }
+        s->seq_len[q]++;
+    }
+    if (!s->ws || s->ws_tokens < n) {
+        oct_fwd_ws_free(s->ws);
+        s->ws = NULL;
+        int64_t cap = OCT_MAX(n, 64);
+        if (oct_fwd_ws_create(s->m, cap, s->max_ctx, &s->ws) != OCT_OK)
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory for a batch of %lld",
+                                 (long long)n);
+        s->ws_tokens = cap;
+    }
+    oct_status st = oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits,
+                                err);
+    if (st != OCT_OK)
+        for (int64_t t = 0; t < n; t++) /* roll back: the batch did not happen */
+            if (s->seq_len[seq[t]] > pos[t])
+                s->seq_len[seq[t]] = pos[t];
+    return st;
+}

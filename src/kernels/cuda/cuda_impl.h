@@ -1,0 +1,144 @@
+/* cuda_impl.h — internals shared by the .cu files of src/kernels/cuda/ (C++/CUDA
+ * only: host C code includes cuda_api.h instead).  Device helpers for the
+ * numerics of docs/NUMERICS.md: every quantizer here must produce the same bytes
+ * as src/quant/ and src/kernels/cpu/gemm_ref.c. */
+#ifndef OCTET_CUDA_IMPL_H
+#define OCTET_CUDA_IMPL_H
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/cuda/cuda_api.h"
+
+#define OCT_CUDA_QMAX 448.0f
+/* 1 / (448 * 512): the floor of every dynamic E4M3FN scale. */
+#define OCT_CUDA_SCALE_FLOOR (1.0f / (448.0f * 512.0f))
+
+static inline cudaStream_t oct_cuda_stream(void *s)
+{
+    return (cudaStream_t)s;
+}
+
+/* Maps the last launch / call error to a status (launch errors are sticky-free
+ * configuration errors here; an illegal address would poison the context). */
+static inline oct_status oct_cuda_check(cudaError_t e)
+{
+    return e == cudaSuccess ? OCT_OK : OCT_ERR_INTERNAL;
+}
+
+/* |x| max that lets a NaN through: fmaxf would drop it, and NUMERICS.md wants a
+ * NaN row to produce a NaN scale and NaN codes. */
+__device__ __forceinline__ float oct_amax_nan(float a, float v)
+{
+    v = fabsf(v);
+    return (v > a || v != v) ? v : a;
+}
+
+/* max(min(amax, ub)/448, floor) with IEEE division (nvcc's default -prec-div=true
+ * makes '/' correctly rounded; __fdiv_rn says so explicitly).  A NaN amax stays
+ * NaN (the comparison is false). */
+__device__ __forceinline__ float oct_scale_from_amax(float a, float ub)
+{
+    if (ub > 0.0f && a > ub)
+        a = ub;
+    float s = __fdiv_rn(a, OCT_CUDA_QMAX);
+    return s < OCT_CUDA_SCALE_FLOOR ? OCT_CUDA_SCALE_FLOOR : s;
+}
+
+/* Saturating round-to-nearest-even E4M3FN encode of two floats into two bytes
+ * (lo = a).  The hardware cvt.rn.satfinite maps NaN to 0x7F; octet keeps the
+ * NaN's sign (0xFF for a negative NaN), so fix that up. */
+__device__ __forceinline__ uint16_t oct_e4m3x2_sat(float a, float b)
+{
+    __nv_fp8x2_storage_t r = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    uint16_t v = (uint16_t)r;
+    if (a != a)
+        v = (uint16_t)((v & 0xFF00u) | (signbit(a) ? 0xFFu : 0x7Fu));
+    if (b != b)
+        v = (uint16_t)((v & 0x00FFu) | ((signbit(b) ? 0xFFu : 0x7Fu) << 8));
+    return v;
+}
+
+__device__ __forceinline__ float oct_bf16_lo(uint32_t w)
+{
+    return __uint_as_float(w << 16);
+}
+
+__device__ __forceinline__ float oct_bf16_hi(uint32_t w)
+{
+    return __uint_as_float(w & 0xFFFF0000u);
+}
+
+/* f32 -> bf16 RNE (NaN stays NaN). */
+__device__ __forceinline__ uint16_t oct_f32_to_bf16_dev(float x)
+{
+    __nv_bfloat16 h = __float2bfloat16_rn(x);
+    return *reinterpret_cast<uint16_t *>(&h);
+}
+
+/* Programmatic dependent launch (sm_90): a kernel launched with the
+ * programmatic-serialization attribute may start before the previous kernel in
+ * the stream finishes; it must wait here before reading that kernel's output. */
+__device__ __forceinline__ void oct_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Lets the next (programmatic) kernel in the stream start launching. */
+__device__ __forceinline__ void oct_pdl_launch_dependents(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* ---- internal launchers shared between .cu files ---- */
+
+/* Small-M W8A8 kernel (gemv_fp8.cu).  kind: OCT_SCALE_ROW (sa[m], sw[n]) or
+ * OCT_SCALE_BLOCK128 (sa[m, k/128], sw[n/128, k/128]).  pdl: launch with
+ * programmatic serialization (the kernel waits before reading a/sa). */
+oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                                     const float *sa, const uint8_t *w, const float *sw,
+                                     oct_scale_kind kind, uint16_t *y, bool pdl,
+                                     cudaStream_t st);
+
+/* ---- the context (linear.cu) ---- */
+
+typedef struct oct_lt_plan oct_lt_plan; /* gemm_lt.cu */
+
+struct oct_cuda_ctx {
+    void *lt;               /* cublasLtHandle_t */
+    void *lt_ws;            /* cuBLASLt workspace (device) */
+    size_t lt_ws_bytes;
+    uint8_t *q;             /* quantized activations scratch */
+    size_t q_bytes;
+    float *s;               /* activation scales scratch */
+    size_t s_bytes;
+    float *one;             /* device 1.0f (unit scalar scales) */
+    float *d32;             /* f32 output scratch (cuBLASLt fallback without outer-vector scales) */
+    size_t d32_bytes;
+    oct_lt_plan *plans;     /* cached cuBLASLt plans (linked list) */
+    int lt_block_mn_major;  /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
+    int64_t gemv_max_m;     /* auto path: GEMV up to this M */
+    char last_kernel[64];
+};
+
+/* cuBLASLt FP8 GEMM (gemm_lt.cu): y bf16 [m,n] = a [m,k] x w [n,k]^T with scale
+ * kinds TENSOR x TENSOR, ROW x ROW (outer-vector scales, or an epilogue kernel
+ * when cuBLASLt refuses them) or BLOCK128 x BLOCK128. */
+oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                            oct_scale_kind ka, const float *sa, const uint8_t *w,
+                            oct_scale_kind kw, const float *sw, uint16_t *y, cudaStream_t st);
+void oct_cuda_lt_free_plans(oct_cuda_ctx *ctx);
+/* Grows a device scratch buffer (contents not kept). */
+oct_status oct_cuda_grow(void **buf, size_t *have, size_t need);
+/* 1x128 group quantizer with a scale stride choice (quant.cu): scale index
+ * row * rs + kb * ks. */
+oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, void *q, float *scale,
+                                         int64_t rs, int64_t ks, cudaStream_t st);
+
+#endif

@@ -1,0 +1,239 @@
+// gemv_fp8.cu — small-M W8A8 kernel: y[m,n] = bf16(sa * sw * sum_k A[m,k] W[n,k]) for
+// m <= 64, streaming the FP8 weights once at memory speed.
+//
+// Why mma.sync and not CUDA-core FMAs: at m = 64 the FMA version would need
+// 2*64*K*N fp32 operations (15 GFLOP on 4096->28672, ~250 us on CUDA cores) while
+// the weights take ~27 us to read.  The FP8 tensor-core mma m16n8k32 puts 16
+// weight rows in the A operand and 8 tokens in the B operand, so for m = 1 it
+// wastes 7/8 of a unit that has ~10x the headroom needed.
+//
+// Layout trick: a dot product does not care about the order of K, so each thread
+// loads whole 16-byte vectors of its weight rows and of its token's activations
+// and feeds the same byte positions to the A and B fragments.  With the PTX
+// fragment layout (A: a0/a2 = row g, a1/a3 = row g+8, 4 consecutive K each; B:
+// b0/b1 = token g, 4 consecutive K each), thread (g = lane/4, t = lane%4) of a
+// warp reads, per 128-wide K chunk, bytes [16t, 16t+16) and [64+16t, 64+16t+16)
+// of rows g and g+8 — every warp load instruction covers whole 32-byte sectors
+// and the four loads cover the chunk's 128 bytes.  The activations use the same
+// offsets in their own rows, so the logical K order is identical on both sides.
+//
+// Work split: one block = 16 weight rows x all K; its 8 warps take interleaved
+// 128-wide K chunks (split-K inside the block, reduced through shared memory),
+// so even N = 4096 gives 2048 warps of loads in flight.  Each warp keeps U chunks
+// of weights in registers and refills a slot as soon as it has consumed it.
+// Block scales (1x128 activations, 128x128 weights): one chunk is exactly one K
+// block and 16 rows never straddle a 128-row block, so each chunk's partial sums
+// are scaled once, on the fly.
+//
+// The first batch of weights is requested before griddepcontrol.wait: launched
+// with programmatic dependent launch after the activation quantizer, the weight
+// stream starts while the quantizer is still running.
+#include "kernels/cuda/cuda_impl.h"
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRows = 16;
+
+__device__ __forceinline__ uint4 ld_stream(const uint8_t *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+// One 128-wide K chunk: rows g / g+8 in w[0..1] / w[2..3], token fragments x0/x1.
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0, uint4 x1)
+{
+    mma_e4m3(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
+    mma_e4m3(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
+    mma_e4m3(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
+    mma_e4m3(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
+}
+
+// Up to 16 tokens two blocks share an SM (<= 128 registers); 32/64 tokens need
+// more accumulators and fragments than that without spilling.
+template <int MT, bool BLK>
+__global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
+    gemv_w8a8(int m, int n, int k, const uint8_t *__restrict__ a, const float *__restrict__ sa,
+              const uint8_t *__restrict__ w, const float *__restrict__ sw,
+              uint16_t *__restrict__ y)
+{
+    // Weight chunks in flight per warp: as many as the registers allow without spills.
+    constexpr int U = MT == 1 ? 4 : MT <= 4 ? 2 : 1;
+    __shared__ float red[kWarps][MT * 4][32];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * kRows;
+    const int nk = k >> 7;
+    const int r0 = min(n0 + g, n - 1), r1 = min(n0 + g + 8, n - 1);
+    const uint8_t *w0 = w + (size_t)r0 * k + 16 * t;
+    const uint8_t *w1 = w + (size_t)r1 * k + 16 * t;
+
+    uint4 wr[U][4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = warp + kWarps * u;
+        if (i < nk) {
+            wr[u][0] = ld_stream(w0 + (size_t)i * 128);
+            wr[u][1] = ld_stream(w0 + (size_t)i * 128 + 64);
+            wr[u][2] = ld_stream(w1 + (size_t)i * 128);
+            wr[u][3] = ld_stream(w1 + (size_t)i * 128 + 64);
+        }
+    }
+    // Everything above only touches weights; a / sa come from the previous kernel.
+    oct_pdl_wait();
+
+    int aoff[MT]; // 32-bit row offsets: 64-bit pointers per tile cost registers
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        aoff[mt] = min(mt * 8 + g, m - 1) * k + 16 * t;
+    const int nkb = nk; // K blocks of 128 (BLOCK128 scales)
+    const float *swb = BLK ? sw + (size_t)(n0 >> 7) * nkb : sw;
+
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[mt][c] = 0.0f;
+
+    for (int it = warp; it < nk; it += kWarps * U) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = it + kWarps * u;
+            if (i < nk) {
+                const float swi = BLK ? __ldg(swb + i) : 1.0f;
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint4 x0 = __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128));
+                    const uint4 x1 =
+                        __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128 + 64));
+                    if (BLK) {
+                        float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                        mma_chunk(p, wr[u], x0, x1);
+                        const int tk0 = min(mt * 8 + 2 * t, m - 1);
+                        const int tk1 = min(mt * 8 + 2 * t + 1, m - 1);
+                        const float s0 = __ldg(sa + (size_t)tk0 * nkb + i);
+                        const float s1 = __ldg(sa + (size_t)tk1 * nkb + i);
+                        acc[mt][0] += s0 * (swi * p[0]);
+                        acc[mt][1] += s1 * (swi * p[1]);
+                        acc[mt][2] += s0 * (swi * p[2]);
+                        acc[mt][3] += s1 * (swi * p[3]);
+                    } else {
+                        mma_chunk(acc[mt], wr[u], x0, x1);
+                    }
+                }
+                // Refill this slot with the chunk U batches ahead.
+                const int j = i + kWarps * U;
+                if (j < nk) {
+                    wr[u][0] = ld_stream(w0 + (size_t)j * 128);
+                    wr[u][1] = ld_stream(w0 + (size_t)j * 128 + 64);
+                    wr[u][2] = ld_stream(w1 + (size_t)j * 128);
+                    wr[u][3] = ld_stream(w1 + (size_t)j * 128 + 64);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            red[warp][mt * 4 + c][lane] = acc[mt][c];
+    __syncthreads();
+    for (int v = threadIdx.x; v < MT * 4 * 32; v += kWarps * 32) {
+        const int e = v >> 5, ln = v & 31;
+        float s = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < kWarps; wi++)
+            s += red[wi][e][ln];
+        const int mt = e >> 2, c = e & 3;
+        const int row = n0 + (ln >> 2) + (c >= 2 ? 8 : 0);
+        const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
+        if (row < n && tok < m) {
+            const float out = BLK ? s : __ldg(sa + tok) * (__ldg(sw + row) * s);
+            y[(size_t)tok * n + row] = oct_f32_to_bf16_dev(out);
+        }
+    }
+}
+
+template <int MT, bool BLK>
+cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
+                      const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((n + kRows - 1) / kRows));
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, gemv_w8a8<MT, BLK>, m, n, k, a, sa, w, sw, y);
+}
+
+template <bool BLK>
+cudaError_t launch_kind(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
+                        const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
+{
+    if (m <= 8)
+        return launch_mt<1, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+    if (m <= 16)
+        return launch_mt<2, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+    if (m <= 32)
+        return launch_mt<4, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+    return launch_mt<8, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+}
+
+} // namespace
+
+oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                                     const float *sa, const uint8_t *w, const float *sw,
+                                     oct_scale_kind kind, uint16_t *y, bool pdl, cudaStream_t st)
+{
+    if (m < 0 || n <= 0 || k <= 0 || !a || !sa || !w || !sw || !y)
+        return OCT_ERR_INVALID_ARG;
+    if (kind != OCT_SCALE_ROW && kind != OCT_SCALE_BLOCK128)
+        return OCT_ERR_UNSUPPORTED;
+    if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 || (((uintptr_t)a | (uintptr_t)w) & 15u))
+        return OCT_ERR_UNSUPPORTED;
+    // Tokens in chunks of 64 (the weights are re-read per chunk: callers use the
+    // tensor-core GEMM well before that matters).
+    for (int64_t m0 = 0; m0 < m; m0 += 64) {
+        const int mc = (int)(m - m0 < 64 ? m - m0 : 64);
+        const int64_t nkb = k / 128;
+        const uint8_t *ac = a + m0 * k;
+        const float *sac = kind == OCT_SCALE_BLOCK128 ? sa + m0 * nkb : sa + m0;
+        uint16_t *yc = y + m0 * n;
+        cudaError_t e = kind == OCT_SCALE_BLOCK128
+                            ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st)
+                            : launch_kind<false>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st);
+        if (e != cudaSuccess)
+            return OCT_ERR_INTERNAL;
+    }
+    return OCT_OK;
+}
+
+extern "C" oct_status oct_cuda_gemv_w8a8(int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                                         const float *sa, const uint8_t *w, const float *sw,
+                                         oct_scale_kind kind, void *y, void *stream)
+{
+    return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, kind, static_cast<uint16_t *>(y), false,
+                                     oct_cuda_stream(stream));
+}

@@ -1,0 +1,186 @@
+/* arch.c — architecture parameters from config.json: the fields io/ parses
+ * into oct_model_config plus the per-family extras (Granite multipliers,
+ * Mistral sliding window, Qwen3 q/k norm).  A field that would change the
+ * maths and that octet does not implement is an error naming it. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "model/model.h"
+
+typedef struct family {
+    const char *arch;
+    bool qkv_bias_default;
+    bool qk_norm;
+    bool granite;
+} family;
+
+static const family k_families[] = {
+    {"LlamaForCausalLM", false, false, false},
+    {"MistralForCausalLM", false, false, false},
+    {"Qwen2ForCausalLM", true, false, false},
+    {"Qwen3ForCausalLM", false, true, false},
+    {"GraniteForCausalLM", false, false, true},
+};
+
+static const char *const k_moe_archs[] = {"MixtralForCausalLM", "Qwen3MoeForCausalLM",
+                                          "GraniteMoeForCausalLM"};
+
+static double num_or(json_t *o, const char *key, double dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+/* HF's llama3 RoPE frequency adjustment (transformers _compute_llama3_parameters). */
+static void llama3_scale(float *inv, int64_t n, double factor, double low, double high,
+                         double old_ctx)
+{
+    double low_wl = old_ctx / low, high_wl = old_ctx / high;
+    for (int64_t i = 0; i < n; i++) {
+        double f = (double)inv[i];
+        double wl = 2.0 * M_PI / f;
+        double g = wl > low_wl ? f / factor : f;
+        bool medium = !(wl < high_wl) && !(wl > low_wl);
+        if (medium) {
+            double smooth = (old_ctx / wl - low) / (high - low);
+            g = (1.0 - smooth) * g / factor + smooth * g;
+        }
+        inv[i] = (float)g;
+    }
+}
+
+oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oct_arch *out,
+                                oct_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const family *fam = NULL;
+    for (size_t i = 0; i < OCT_ARRAY_LEN(k_families); i++)
+        if (strcmp(cfg->architecture, k_families[i].arch) == 0)
+            fam = &k_families[i];
+    if (!fam) {
+        for (size_t i = 0; i < OCT_ARRAY_LEN(k_moe_archs); i++)
+            if (strcmp(cfg->architecture, k_moe_archs[i]) == 0)
+                return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                     "%s/config.json: architectures[0] = \"%s\": MoE models are "
+                                     "not supported by this build yet",
+                                     dir, cfg->architecture);
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s/config.json: architectures[0] = \"%s\" is not supported "
+                             "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                             "Qwen3ForCausalLM, GraniteForCausalLM)",
+                             dir, cfg->architecture);
+    }
+    if (cfg->hidden_act[0] && strcmp(cfg->hidden_act, "silu") != 0)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s/config.json: hidden_act = \"%s\" is not supported (silu only)",
+                             dir, cfg->hidden_act);
+    snprintf(out->name, sizeof out->name, "%s", cfg->architecture);
+    out->n_layers = cfg->n_layers;
+    out->hidden = cfg->hidden_size;
+    out->intermediate = cfg->intermediate_size;
+    out->n_heads = cfg->n_heads;
+    out->n_kv_heads = cfg->n_kv_heads > 0 ? cfg->n_kv_heads : cfg->n_heads;
+    out->head_dim = cfg->head_dim;
+    out->vocab = cfg->vocab_size;
+    out->max_pos = cfg->max_position_embeddings;
+    out->rms_eps = (float)cfg->rms_norm_eps;
+    out->tie_embeddings = cfg->tie_word_embeddings;
+    out->qkv_bias = fam->qkv_bias_default || cfg->attention_bias;
+    out->o_bias = cfg->attention_bias && !fam->qkv_bias_default;
+    out->mlp_bias = cfg->mlp_bias;
+    out->qk_norm = fam->qk_norm;
+    out->embedding_multiplier = 1.0f;
+    out->residual_multiplier = 1.0f;
+    out->logits_scaling = 1.0f;
+    out->rope_attention_factor = 1.0f;
+    if (out->n_layers <= 0 || out->hidden <= 0 || out->n_heads <= 0 || out->head_dim <= 0 ||
+        out->vocab <= 0 || out->intermediate <= 0 || out->n_heads % out->n_kv_heads != 0 ||
+        out->head_dim % 2 != 0)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s/config.json: inconsistent sizes (layers %lld, hidden %lld, heads "
+                             "%lld/%lld, head_dim %lld, vocab %lld)",
+                             dir, (long long)out->n_layers, (long long)out->hidden,
+                             (long long)out->n_heads, (long long)out->n_kv_heads,
+                             (long long)out->head_dim, (long long)out->vocab);
+    out->attention_multiplier = 1.0f / sqrtf((float)out->head_dim);
+
+    /* Extras not in oct_model_config. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        return oct_error_set(err, OCT_ERR_FORMAT, jerr.position, "%s: %s (line %d)", path,
+                             jerr.text, jerr.line);
+    json_t *tc = json_object_get(root, "text_config");
+    json_t *c = json_is_object(tc) ? tc : root;
+    oct_status st = OCT_OK;
+    json_t *sw = json_object_get(c, "sliding_window");
+    if (json_is_integer(sw) && json_integer_value(sw) > 0) {
+        json_t *use = json_object_get(c, "use_sliding_window");
+        if (strcmp(fam->arch, "MistralForCausalLM") == 0 || json_is_true(use))
+            out->sliding_window = json_integer_value(sw);
+    }
+    if (fam->granite) {
+        out->embedding_multiplier = (float)num_or(c, "embedding_multiplier", 1.0);
+        out->residual_multiplier = (float)num_or(c, "residual_multiplier", 1.0);
+        out->attention_multiplier =
+            (float)num_or(c, "attention_multiplier", (double)out->attention_multiplier);
+        out->logits_scaling = (float)num_or(c, "logits_scaling", 1.0);
+    }
+    json_t *ab = json_object_get(c, "attention_bias");
+    if (json_is_true(ab))
+        out->qkv_bias = out->o_bias = true;
+    if (strcmp(fam->arch, "Qwen2ForCausalLM") == 0)
+        out->o_bias = false; /* Qwen2: bias on q, k, v only */
+    json_decref(root);
+
+    int64_t half = out->head_dim / 2;
+    out->inv_freq = oct_malloc((size_t)half * sizeof(float));
+    if (!out->inv_freq)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    double theta = cfg->rope_theta > 0 ? cfg->rope_theta : 10000.0;
+    for (int64_t i = 0; i < half; i++) {
+        float p = (float)pow(theta, (double)(2 * i) / (double)out->head_dim);
+        out->inv_freq[i] = 1.0f / p;
+    }
+    const char *rt = cfg->rope_type;
+    if (!rt[0] || strcmp(rt, "default") == 0) {
+        /* plain RoPE */
+    } else if (strcmp(rt, "linear") == 0) {
+        for (int64_t i = 0; i < half; i++)
+            out->inv_freq[i] = (float)((double)out->inv_freq[i] / cfg->rope_factor);
+    } else if (strcmp(rt, "llama3") == 0) {
+        if (!(cfg->rope_factor > 0) || !(cfg->rope_low_freq_factor > 0) ||
+            !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor) ||
+            cfg->rope_original_max_position_embeddings <= 0)
+            st = oct_error_set(err, OCT_ERR_FORMAT, -1,
+                               "%s/config.json: rope_scaling (llama3) needs factor, "
+                               "low_freq_factor < high_freq_factor and "
+                               "original_max_position_embeddings",
+                               dir);
+        else
+            llama3_scale(out->inv_freq, half, cfg->rope_factor, cfg->rope_low_freq_factor,
+                         cfg->rope_high_freq_factor,
+                         (double)cfg->rope_original_max_position_embeddings);
+    } else {
+        st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                           "%s/config.json: rope_scaling.rope_type = \"%s\" is not supported "
+                           "(default, linear, llama3)",
+                           dir, rt);
+    }
+    if (st != OCT_OK)
+        oct_arch_free(out);
+    return st;
+}
+
+void oct_arch_free(oct_arch *a)
+{
+    if (!a)
+        return;
+    oct_free(a->inv_freq);
+    a->inv_freq = NULL;
+}

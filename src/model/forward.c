@@ -1,0 +1,328 @@
+/* forward.c — the decoder forward pass over a batch of tokens (any mix of
+ * sequences and positions), in f32, Llama family:
+ *
+ *   x = embed[tok] * embedding_multiplier
+ *   per layer:  h = rmsnorm(x) ; q,k,v = h Wqkv^T (+b) ; [q,k = rmsnorm per head]
+ *               q,k = rope(q,k, pos) ; cache <- k,v ; a = attn(q, cache[seq, 0..pos])
+ *               x += (a Wo^T) * residual_multiplier
+ *               h = rmsnorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T * residual_multiplier
+ *   logits = rmsnorm(x) Wlm^T / logits_scaling
+ *
+ * Linear layers go through their oct_linear (FP8 W8A8 with on-the-fly
+ * activation quantization, or BF16/F32).  Attention is threaded over
+ * (token, head) pairs. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "fp8/fp8_impl.h"
+#include "model/model.h"
+
+struct oct_fwd_ws {
+    int64_t max_tokens, max_ctx;
+    float *x, *h, *qkv, *att, *mlp, *act, *tmp; /* [max_tokens, ...] */
+    float *scores;                              /* [threads, max_ctx] */
+    int n_threads;
+};
+
+oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
+                             oct_fwd_ws **out)
+{
+    const oct_arch *a = &m->arch;
+    oct_fwd_ws *ws = oct_calloc(1, sizeof *ws);
+    if (!ws)
+        return OCT_ERR_NOMEM;
+    int64_t qd = a->n_heads * a->head_dim, kvd = a->n_kv_heads * a->head_dim;
+    int64_t widest = OCT_MAX(OCT_MAX(qd + 2 * kvd, 2 * a->intermediate), a->hidden);
+    size_t T = (size_t)max_tokens;
+    ws->max_tokens = max_tokens;
+    ws->max_ctx = max_ctx;
+    ws->n_threads = oct_threads_get();
+    ws->x = oct_malloc_aligned(T * (size_t)a->hidden * 4);
+    ws->h = oct_malloc_aligned(T * (size_t)a->hidden * 4);
+    ws->qkv = oct_malloc_aligned(T * (size_t)(qd + 2 * kvd) * 4);
+    ws->att = oct_malloc_aligned(T * (size_t)qd * 4);
+    ws->mlp = oct_malloc_aligned(T * (size_t)(2 * a->intermediate) * 4);
+    ws->act = oct_malloc_aligned(T * (size_t)a->intermediate * 4);
+    ws->tmp = oct_malloc_aligned(T * (size_t)widest * 4);
+    ws->scores = oct_malloc_aligned((size_t)ws->n_threads * (size_t)max_ctx * 4);
+    if (!ws->x || !ws->h || !ws->qkv || !ws->att || !ws->mlp || !ws->act || !ws->tmp ||
+        !ws->scores) {
+        oct_fwd_ws_free(ws);
+        return OCT_ERR_NOMEM;
+    }
+    *out = ws;
+    return OCT_OK;
+}
+
+void oct_fwd_ws_free(oct_fwd_ws *ws)
+{
+    if (!ws)
+        return;
+    oct_free_aligned(ws->x);
+    oct_free_aligned(ws->h);
+    oct_free_aligned(ws->qkv);
+    oct_free_aligned(ws->att);
+    oct_free_aligned(ws->mlp);
+    oct_free_aligned(ws->act);
+    oct_free_aligned(ws->tmp);
+    oct_free_aligned(ws->scores);
+    oct_free(ws);
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * (double)x[i];
+    float r = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = w[i] * (x[i] * r);
+}
+
+/* HF rotate_half RoPE on one head vector of length d at position pos. */
+static void rope(float *v, int64_t d, const float *inv_freq, int64_t pos)
+{
+    int64_t half = d / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float ang = (float)pos * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+/* Runs a role's units (fused: one; unfused: several) into out [n, sum of n_i]. */
+static oct_status run_units(oct_linear *const *units, const int64_t *widths, int n_units,
+                            int64_t n, const float *x, float *out, float *tmp, oct_error *err)
+{
+    if (n_units == 1)
+        return oct_linear_forward(units[0], n, x, out, err);
+    int64_t total = 0;
+    for (int u = 0; u < n_units; u++)
+        total += widths[u];
+    int64_t off = 0;
+    for (int u = 0; u < n_units; u++) {
+        oct_status st = oct_linear_forward(units[u], n, x, tmp, err);
+        if (st != OCT_OK)
+            return st;
+        for (int64_t t = 0; t < n; t++)
+            memcpy(out + t * total + off, tmp + t * widths[u], (size_t)widths[u] * 4);
+        off += widths[u];
+    }
+    return OCT_OK;
+}
+
+static void kv_store(const oct_kv_view *kv, void *base, size_t idx, const float *src, int64_t n,
+                     float scale)
+{
+    switch (kv->dtype) {
+    case OCT_KV_F32: memcpy((float *)base + idx, src, (size_t)n * 4); break;
+    case OCT_KV_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)base)[idx + (size_t)i] = oct_f32_to_bf16(src[i]);
+        break;
+    case OCT_KV_E4M3:
+    case OCT_KV_E5M2: {
+        float buf[1024];
+        oct_fp8_format f = kv->dtype == OCT_KV_E4M3 ? OCT_FP8_E4M3FN : OCT_FP8_E5M2;
+        for (int64_t i0 = 0; i0 < n; i0 += 1024) {
+            int64_t m = OCT_MIN(1024, n - i0);
+            for (int64_t i = 0; i < m; i++)
+                buf[i] = src[i0 + i] / scale; /* vLLM: x / scale, saturating */
+            oct_fp8_from_f32(f, OCT_CAST_SAT, buf, (uint8_t *)base + idx + (size_t)i0,
+                             (size_t)m);
+        }
+        break;
+    }
+    }
+}
+
+static void kv_load(const oct_kv_view *kv, const void *base, size_t idx, float *dst, int64_t n,
+                    const float *table, float scale)
+{
+    switch (kv->dtype) {
+    case OCT_KV_F32: memcpy(dst, (const float *)base + idx, (size_t)n * 4); break;
+    case OCT_KV_BF16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = oct_bf16_to_f32(((const uint16_t *)base)[idx + (size_t)i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = table[((const uint8_t *)base)[idx + (size_t)i]] * scale;
+        break;
+    }
+}
+
+/* Element index of (position p of sequence s, kv head h) in a layer's cache. */
+static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t n_kv,
+                              int64_t d)
+{
+    int64_t blk = kv->block_tables[s][p / kv->block_size];
+    return (size_t)(((blk * kv->block_size + p % kv->block_size) * n_kv) * d);
+}
+
+static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws, int64_t layer,
+                      int64_t n, const int32_t *seq, const int64_t *pos, const float *qkv,
+                      float *att)
+{
+    const oct_arch *a = &m->arch;
+    const int64_t d = a->head_dim, Hq = a->n_heads, Hkv = a->n_kv_heads, group = Hq / Hkv;
+    const int64_t qd = Hq * d, kvd = Hkv * d, row = qd + 2 * kvd;
+    const float *e4 = oct_fp8_decode_table(OCT_FP8_E4M3FN);
+    const float *e5 = oct_fp8_decode_table(OCT_FP8_E5M2);
+    const float *tab = kv->dtype == OCT_KV_E5M2 ? e5 : e4;
+    const float ks = kv->k_scale[layer], vs = kv->v_scale[layer];
+    const void *kb = kv->k[layer], *vb = kv->v[layer];
+    const float scale = a->attention_multiplier;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t h = 0; h < Hq; h++) {
+            int tid = omp_get_thread_num();
+            float *sc = ws->scores + (size_t)tid * (size_t)ws->max_ctx;
+            const float *q = qkv + t * row + h * d;
+            int64_t kh = h / group, p = pos[t];
+            int64_t j0 = a->sliding_window > 0 && p >= a->sliding_window
+                             ? p - a->sliding_window + 1
+                             : 0;
+            float kbuf[512], vbuf[512];
+            float mx = -INFINITY;
+            for (int64_t j = j0; j <= p; j++) {
+                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                kv_load(kv, kb, idx, kbuf, d, tab, ks);
+                float dot = 0.0f;
+                for (int64_t i = 0; i < d; i++)
+                    dot += q[i] * kbuf[i];
+                sc[j] = dot * scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            float sum = 0.0f;
+            for (int64_t j = j0; j <= p; j++) {
+                sc[j] = expf(sc[j] - mx);
+                sum += sc[j];
+            }
+            float *o = att + t * qd + h * d;
+            memset(o, 0, (size_t)d * 4);
+            float inv = 1.0f / sum;
+            for (int64_t j = j0; j <= p; j++) {
+                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                kv_load(kv, vb, idx, vbuf, d, tab, vs);
+                float w = sc[j] * inv;
+                for (int64_t i = 0; i < d; i++)
+                    o[i] += w * vbuf[i];
+            }
+        }
+    }
+}
+
+oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                       const bool *want_logits, float *logits, oct_error *err)
+{
+    const oct_arch *a = &m->arch;
+    const int64_t H = a->hidden, d = a->head_dim, Hq = a->n_heads, Hkv = a->n_kv_heads;
+    const int64_t qd = Hq * d, kvd = Hkv * d, I = a->intermediate, row = qd + 2 * kvd;
+    if (n <= 0 || n > ws->max_tokens)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "batch of %lld tokens (max %lld)",
+                             (long long)n, (long long)ws->max_tokens);
+    if (d > 512)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "head_dim %lld > 512", (long long)d);
+    for (int64_t t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= a->vocab)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "token id %d at batch row %lld is outside the vocabulary (%lld)",
+                                 tokens[t], (long long)t, (long long)a->vocab);
+        if (pos[t] < 0 || pos[t] >= ws->max_ctx)
+            return oct_error_set(err, OCT_ERR_LIMIT, -1,
+                                 "position %lld exceeds the context of %lld tokens",
+                                 (long long)pos[t], (long long)ws->max_ctx);
+    }
+    float *x = ws->x, *h = ws->h, *qkv = ws->qkv, *att = ws->att, *mlp = ws->mlp, *act = ws->act;
+    oct_status st;
+    for (int64_t t = 0; t < n; t++) {
+        st = oct_tensor_read_f32(m->embed, (int64_t)tokens[t] * H, H, x + t * H, err);
+        if (st != OCT_OK)
+            return st;
+        if (a->embedding_multiplier != 1.0f)
+            for (int64_t i = 0; i < H; i++)
+                x[t * H + i] *= a->embedding_multiplier;
+    }
+    for (int64_t l = 0; l < a->n_layers; l++) {
+        const oct_layer_weights *lw = &m->layers[l];
+#pragma omp parallel for schedule(static) if (n > 4)
+        for (int64_t t = 0; t < n; t++)
+            rmsnorm(h + t * H, x + t * H, lw->attn_norm, H, a->rms_eps);
+        if ((st = run_units(lw->qkv, lw->qkv_n, lw->n_qkv, n, h, qkv, ws->tmp, err)) != OCT_OK)
+            return st;
+#pragma omp parallel for schedule(static) if (n > 4)
+        for (int64_t t = 0; t < n; t++) {
+            float *q = qkv + t * row, *k = q + qd;
+            for (int64_t hh = 0; hh < Hq; hh++) {
+                if (lw->q_norm)
+                    rmsnorm(q + hh * d, q + hh * d, lw->q_norm, d, a->rms_eps);
+                rope(q + hh * d, d, a->inv_freq, pos[t]);
+            }
+            for (int64_t hh = 0; hh < Hkv; hh++) {
+                if (lw->k_norm)
+                    rmsnorm(k + hh * d, k + hh * d, lw->k_norm, d, a->rms_eps);
+                rope(k + hh * d, d, a->inv_freq, pos[t]);
+            }
+        }
+        if (kv->scales_pending[l]) {
+            /* --calculate-kv-scales: vLLM's amax(k)/200, amax(v)/100, once */
+            float km = 0.0f, vm = 0.0f;
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t i = 0; i < kvd; i++) {
+                    km = fmaxf(km, fabsf(qkv[t * row + qd + i]));
+                    vm = fmaxf(vm, fabsf(qkv[t * row + qd + kvd + i]));
+                }
+            kv->k_scale[l] = km > 0 ? km / 200.0f : 1.0f;
+            kv->v_scale[l] = vm > 0 ? vm / 100.0f : 1.0f;
+            kv->scales_pending[l] = false;
+        }
+        for (int64_t t = 0; t < n; t++) {
+            size_t idx = kv_index(kv, seq[t], pos[t], Hkv, d);
+            kv_store(kv, kv->k[l], idx, qkv + t * row + qd, kvd, kv->k_scale[l]);
+            kv_store(kv, kv->v[l], idx, qkv + t * row + qd + kvd, kvd, kv->v_scale[l]);
+        }
+        attention(m, kv, ws, l, n, seq, pos, qkv, att);
+        if ((st = oct_linear_forward(lw->o, n, att, h, err)) != OCT_OK)
+            return st;
+        for (int64_t i = 0; i < n * H; i++)
+            x[i] += h[i] * a->residual_multiplier;
+#pragma omp parallel for schedule(static) if (n > 4)
+        for (int64_t t = 0; t < n; t++)
+            rmsnorm(h + t * H, x + t * H, lw->mlp_norm, H, a->rms_eps);
+        if ((st = run_units(lw->gate_up, lw->gate_up_n, lw->n_gate_up, n, h, mlp, ws->tmp, err)) != OCT_OK)
+            return st;
+#pragma omp parallel for schedule(static) if (n > 4)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < I; i++) {
+                float g = mlp[t * 2 * I + i], u = mlp[t * 2 * I + I + i];
+                act[t * I + i] = g / (1.0f + expf(-g)) * u;
+            }
+        if ((st = oct_linear_forward(lw->down, n, act, h, err)) != OCT_OK)
+            return st;
+        for (int64_t i = 0; i < n * H; i++)
+            x[i] += h[i] * a->residual_multiplier;
+    }
+    if (!logits)
+        return OCT_OK;
+    int64_t n_out = 0;
+    for (int64_t t = 0; t < n; t++) {
+        if (want_logits && !want_logits[t])
+            continue;
+        rmsnorm(h + n_out * H, x + t * H, m->final_norm, H, a->rms_eps);
+        n_out++;
+    }
+    if (n_out == 0)
+        return OCT_OK;
+    if ((st = oct_linear_forward(m->lm_head, n_out, h, logits, err)) != OCT_OK)
+        return st;
+    if (a->logits_scaling != 1.0f)
+        for (int64_t i = 0; i < n_out * a->vocab; i++)
+            logits[i] /= a->logits_scaling;
+    return OCT_OK;
+}

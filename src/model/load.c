@@ -1,0 +1,474 @@
+/* load.c — executes the plan: streams each linear unit from the checkpoint's
+ * mmap, quantizes it (online) or takes its FP8 codes (pre-quantized), hands it
+ * to its kernel (which repacks it once), and drops the source pages, so the
+ * peak is the loaded model plus one unit in flight. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "model/model.h"
+#include "quant/quant_impl.h"
+
+#define ROW_CHUNK 128
+
+uint64_t oct_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+uint64_t oct_rss_peak_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+/* Gives the pages of a read-only file mapping back (they are re-read from
+ * the page cache if touched again). */
+static void drop_pages(const void *p, size_t n)
+{
+    if (!p || n == 0)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Rows [r0, r0+n) of a unit's (fused) weight as f32, across shards. */
+static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, float *dst,
+                                oct_error *err)
+{
+    int64_t base = 0;
+    for (int s = 0; s < g->n_shards && n > 0; s++) {
+        const oct_ckpt_linear *l = g->src[s];
+        int64_t rows = l->out_features;
+        if (r0 < base + rows) {
+            int64_t lr = r0 - base, take = OCT_MIN(n, rows - lr);
+            oct_status st = oct_ckpt_linear_read_f32(l, lr, take, dst, err);
+            if (st != OCT_OK)
+                return st;
+            dst += take * g->k;
+            r0 += take;
+            n -= take;
+        }
+        base += rows;
+    }
+    return OCT_OK;
+}
+
+static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void *scales,
+                                  float *chunk, oct_error *err)
+{
+    int64_t N = g->n, K = g->k;
+    oct_status st = OCT_OK;
+    if (g->online == OCT_ONLINE_PER_TENSOR) {
+        /* pass 1: amax over the whole fused matrix; pass 2: codes */
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t r = 0; r < N; r += ROW_CHUNK) {
+            int64_t n = OCT_MIN(ROW_CHUNK, N - r);
+            if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+                return st;
+            float a = oct_quant_amax(chunk, (size_t)(n * K));
+            nan |= a != a;
+            amax = a > amax ? a : amax;
+        }
+        float s = nan ? NAN : amax / oct_quant_qmax(OCT_FP8_E4M3FN);
+        float fl = oct_quant_scale_floor(OCT_FP8_E4M3FN);
+        if (s < fl)
+            s = fl;
+        if (!(s > 0.0f) || isinf(s))
+            return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                                 "%s: weights contain NaN or Inf; cannot quantize", g->name);
+        *(float *)scales = s;
+        for (int64_t r = 0; r < N; r += ROW_CHUNK) {
+            int64_t n = OCT_MIN(ROW_CHUNK, N - r);
+            if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+                return st;
+            oct_quant_mul_cast(OCT_FP8_E4M3FN, chunk, (size_t)(n * K), 1.0f / s, codes + r * K);
+        }
+        return OCT_OK;
+    }
+    int64_t nbc = oct_ceil_div(K, 128);
+    for (int64_t r = 0; r < N; r += ROW_CHUNK) {
+        int64_t n = OCT_MIN(ROW_CHUNK, N - r);
+        if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+            return st;
+        if (g->online == OCT_ONLINE_PER_BLOCK)
+            st = oct_quant_blocks(OCT_FP8_E4M3FN, chunk, n, K, 128, 128, codes + r * K,
+                                  (float *)scales + (r / 128) * nbc);
+        else
+            st = oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_OCP, chunk, n, K, codes + r * K,
+                              (uint8_t *)scales + r * (K / 32));
+        if (st != OCT_OK)
+            return oct_error_set(err, st, -1, "%s: quantization failed", g->name);
+    }
+    return OCT_OK;
+}
+
+static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *scales,
+                                size_t n_scales, oct_error *err)
+{
+    const oct_ckpt_linear *l = g->src[0];
+    oct_status st = oct_ckpt_linear_read_codes(l, 0, l->out_features, codes, err);
+    if (st != OCT_OK)
+        return st;
+    if (g->desc.weight_scale != OCT_SCALE_MX32)
+        return oct_ckpt_linear_read_scales(l, (float *)scales, err);
+    float *tmp = oct_malloc(n_scales * sizeof(float));
+    if (!tmp)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    st = oct_ckpt_linear_read_scales(l, tmp, err);
+    for (size_t i = 0; st == OCT_OK && i < n_scales; i++) {
+        int e;
+        frexpf(tmp[i], &e); /* exact powers of two: 2^(e-1) */
+        ((uint8_t *)scales)[i] = (uint8_t)(e - 1 + 127);
+    }
+    oct_free(tmp);
+    return st;
+}
+
+static size_t n_scale_values(const oct_linear_desc *d)
+{
+    switch (d->weight_scale) {
+    case OCT_SCALE_TENSOR: return 1;
+    case OCT_SCALE_ROW: return (size_t)d->n;
+    case OCT_SCALE_BLOCK128: return (size_t)(oct_ceil_div(d->n, 128) * oct_ceil_div(d->k, 128));
+    case OCT_SCALE_MX32: return (size_t)(d->n * (d->k / 32));
+    }
+    return 0;
+}
+
+static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error *err)
+{
+    const oct_linear_desc *d = &g->desc;
+    size_t nk = (size_t)g->n * (size_t)g->k;
+    size_t esize = d->weight_type == OCT_WEIGHT_FP8 ? 1 : d->weight_type == OCT_WEIGHT_BF16 ? 2 : 4;
+    size_t nsc = d->weight_type == OCT_WEIGHT_FP8 ? n_scale_values(d) : 0;
+    void *w = oct_malloc_aligned(nk * esize);
+    void *sc = nsc ? oct_malloc(nsc * sizeof(float)) : NULL;
+    float *bias = d->has_bias ? oct_malloc((size_t)g->n * sizeof(float)) : NULL;
+    float *chunk = oct_malloc((size_t)ROW_CHUNK * (size_t)g->k * sizeof(float));
+    oct_status st = OCT_OK;
+    if (!w || (nsc && !sc) || (d->has_bias && !bias) || !chunk) {
+        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory (%zu bytes)", g->name,
+                           nk * esize);
+        goto out;
+    }
+    if (g->from_checkpoint_fp8) {
+        st = read_ckpt_fp8(g, w, sc, nsc, err);
+    } else if (g->online != OCT_ONLINE_NONE) {
+        st = quantize_online(g, w, sc, chunk, err);
+    } else {
+        for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
+            int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
+            if (d->weight_type == OCT_WEIGHT_F32) {
+                st = unit_read_f32(g, r, n, (float *)w + r * g->k, err);
+            } else if ((st = unit_read_f32(g, r, n, chunk, err)) == OCT_OK) {
+                uint16_t *wb = (uint16_t *)w + r * g->k;
+                for (int64_t i = 0; i < n * g->k; i++)
+                    wb[i] = oct_f32_to_bf16(chunk[i]); /* exact for BF16 checkpoints */
+            }
+        }
+    }
+    if (st == OCT_OK && bias) {
+        int64_t o = 0;
+        for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
+            const oct_tensor *b = g->src[s]->bias;
+            if (!b || b->numel != g->src[s]->out_features) {
+                st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: bias missing or of wrong size",
+                                   g->src[s]->name);
+                break;
+            }
+            st = oct_tensor_read_f32(b, 0, b->numel, bias + o, err);
+            o += b->numel;
+        }
+    }
+    if (st == OCT_OK)
+        st = oct_linear_create(d, g->kernel, w, sc, bias, out, err);
+    for (int s = 0; s < g->n_shards; s++)
+        drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
+out:
+    oct_free_aligned(w);
+    oct_free(sc);
+    oct_free(bias);
+    oct_free(chunk);
+    return st;
+}
+
+static oct_status read_vec(const oct_tensor_set *ts, const char *name, int64_t n, float **out,
+                           oct_error *err)
+{
+    *out = NULL;
+    const oct_tensor *t = oct_tensor_set_find(ts, name);
+    if (!t)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1, "tensor %s is missing", name);
+    if (t->numel != n)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1, "tensor %s has %lld elements, expected %lld",
+                             name, (long long)t->numel, (long long)n);
+    *out = oct_malloc((size_t)n * sizeof(float));
+    if (!*out)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    return oct_tensor_read_f32(t, 0, n, *out, err);
+}
+
+static oct_status load_lm_head(oct_model *m, const oct_tensor_set *ts, oct_error *err)
+{
+    const oct_arch *a = &m->arch;
+    const oct_tensor *t = a->tie_embeddings ? m->embed : oct_tensor_set_find(ts, "lm_head.weight");
+    if (!t)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "tensor lm_head.weight is missing (and tie_word_embeddings is false)");
+    if (t->n_dims != 2 || t->dims[0] != a->vocab || t->dims[1] != a->hidden)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: shape is not [%lld, %lld]", t->name,
+                             (long long)a->vocab, (long long)a->hidden);
+    oct_linear_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "lm_head";
+    d.n = a->vocab;
+    d.k = a->hidden;
+    d.weight_type = strcmp(m->plan->dtype, "float32") == 0 ? OCT_WEIGHT_F32 : OCT_WEIGHT_BF16;
+    d.act = OCT_ACT_NONE;
+    size_t nk = (size_t)(a->vocab * a->hidden);
+    void *w = NULL;
+    const void *src = t->data;
+    oct_status st = OCT_OK;
+    if (d.weight_type == OCT_WEIGHT_F32 || t->dtype != OCT_DT_BF16) {
+        w = oct_malloc(nk * (d.weight_type == OCT_WEIGHT_F32 ? 4 : 2));
+        float *row = oct_malloc((size_t)a->hidden * sizeof(float));
+        if (!w || !row) {
+            oct_free(row);
+            oct_free(w);
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        for (int64_t r = 0; r < a->vocab && st == OCT_OK; r++) {
+            if (d.weight_type == OCT_WEIGHT_F32) {
+                st = oct_tensor_read_f32(t, r * a->hidden, a->hidden, (float *)w + r * a->hidden,
+                                         err);
+            } else if ((st = oct_tensor_read_f32(t, r * a->hidden, a->hidden, row, err)) ==
+                       OCT_OK) {
+                for (int64_t i = 0; i < a->hidden; i++)
+                    ((uint16_t *)w)[r * a->hidden + i] = oct_f32_to_bf16(row[i]);
+            }
+        }
+        oct_free(row);
+        src = w;
+    }
+    const oct_linear_kernel *k = NULL;
+    if (st == OCT_OK)
+        st = oct_linear_select(&d, NULL, &k, err);
+    if (st == OCT_OK)
+        st = oct_linear_create(&d, k, src, NULL, NULL, &m->lm_head, err);
+    oct_free(w);
+    drop_pages(t->data, t->size_bytes);
+    return st;
+}
+
+static oct_status parse_kv_dtype(const char *s, oct_kv_dtype *out, oct_error *err)
+{
+    if (!s || !*s || strcmp(s, "auto") == 0 || strcmp(s, "float32") == 0 ||
+        strcmp(s, "f32") == 0)
+        *out = OCT_KV_F32;
+    else if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0)
+        *out = OCT_KV_BF16;
+    else if (strcmp(s, "fp8") == 0 || strcmp(s, "fp8_e4m3") == 0)
+        *out = OCT_KV_E4M3;
+    else if (strcmp(s, "fp8_e5m2") == 0)
+        *out = OCT_KV_E5M2;
+    else
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "--kv-cache-dtype %s: expected auto, float32, bf16, fp8, fp8_e4m3 or "
+                             "fp8_e5m2",
+                             s);
+    return OCT_OK;
+}
+
+static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m, oct_error *err)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    oct_status st = oct_plan_build(dir, opts, &m->plan, err);
+    if (st != OCT_OK)
+        return st;
+    oct_plan *p = m->plan;
+    m->arch = p->arch;
+    const oct_arch *a = &m->arch;
+    const oct_tensor_set *ts = oct_checkpoint_tensors(p->ckpt);
+    if ((st = parse_kv_dtype(opts ? opts->kv_cache_dtype : NULL, &m->kv_dtype, err)))
+        return st;
+    m->calculate_kv_scales = opts && opts->calculate_kv_scales;
+    m->embed = oct_tensor_set_find(ts, "model.embed_tokens.weight");
+    if (!m->embed)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "%s: tensor model.embed_tokens.weight is missing", dir);
+    if (m->embed->n_dims != 2 || m->embed->dims[0] != a->vocab || m->embed->dims[1] != a->hidden)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: model.embed_tokens.weight is not [%lld, %lld]", dir,
+                             (long long)a->vocab, (long long)a->hidden);
+    m->layers = oct_calloc((size_t)a->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    if ((st = read_vec(ts, "model.norm.weight", a->hidden, &m->final_norm, err)))
+        return st;
+    if ((st = load_lm_head(m, ts, err)))
+        return st;
+    uint64_t total = p->model_bytes, done = 0;
+    int64_t gi = 0;
+    char name[256];
+    for (int64_t l = 0; l < a->n_layers; l++) {
+        oct_layer_weights *lw = &m->layers[l];
+        lw->k_scale = lw->v_scale = 1.0f;
+        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)l);
+        if ((st = read_vec(ts, name, a->hidden, &lw->attn_norm, err)))
+            return st;
+        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
+                 (long long)l);
+        if ((st = read_vec(ts, name, a->hidden, &lw->mlp_norm, err)))
+            return st;
+        if (a->qk_norm) {
+            snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)l);
+            if ((st = read_vec(ts, name, a->head_dim, &lw->q_norm, err)))
+                return st;
+            snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)l);
+            if ((st = read_vec(ts, name, a->head_dim, &lw->k_norm, err)))
+                return st;
+        }
+        /* units of this layer, in plan order: qkv (1 or 3), o, gate_up (1 or 2), down */
+        for (int role = 0; role < OCT_G_PER_LAYER; role++) {
+            int want = role == OCT_G_QKV ? 3 : role == OCT_G_GATE_UP ? 2 : 1;
+            int got = 0;
+            while (got < want && gi < p->n_groups) {
+                const oct_plan_group *g = &p->groups[gi];
+                oct_linear *lin = NULL;
+                if (opts && opts->progress)
+                    opts->progress(done, total, g->name, opts->progress_user);
+                if ((st = load_unit(g, &lin, err)) != OCT_OK)
+                    return st;
+                done += g->bytes;
+                gi++;
+                got += g->n_shards;
+                switch (role) {
+                case OCT_G_QKV:
+                    lw->qkv_n[lw->n_qkv] = g->n;
+                    lw->qkv[lw->n_qkv++] = lin;
+                    break;
+                case OCT_G_O: lw->o = lin; break;
+                case OCT_G_GATE_UP:
+                    lw->gate_up_n[lw->n_gate_up] = g->n;
+                    lw->gate_up[lw->n_gate_up++] = lin;
+                    break;
+                default: lw->down = lin; break;
+                }
+            }
+        }
+    }
+    if (opts && opts->progress)
+        opts->progress(total, total, "done", opts->progress_user);
+    /* KV-cache scales from the checkpoint (spec §4.4 names, remapped by io/). */
+    int64_t nkv = oct_checkpoint_n_kv(p->ckpt);
+    for (int64_t i = 0; i < nkv; i++) {
+        const oct_ckpt_kv *kv = oct_checkpoint_kv(p->ckpt, i);
+        if (kv->layer < 0 || kv->layer >= a->n_layers)
+            continue;
+        if (kv->k_scale > 0)
+            m->layers[kv->layer].k_scale = kv->k_scale;
+        if (kv->v_scale > 0)
+            m->layers[kv->layer].v_scale = kv->v_scale;
+        m->kv_scales_from_ckpt = true;
+    }
+    if ((m->kv_dtype == OCT_KV_E4M3 || m->kv_dtype == OCT_KV_E5M2) && !m->kv_scales_from_ckpt &&
+        !m->calculate_kv_scales)
+        OCT_WARN("%s has no k/v scales: the FP8 KV cache uses scale 1.0 (pass "
+                 "--calculate-kv-scales to compute them from the first prompt)",
+                 dir);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    m->load_peak_bytes = oct_rss_peak_bytes();
+    OCT_INFO("%s", p->summary);
+    OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB",
+             m->load_seconds, (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
+    return OCT_OK;
+}
+
+oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
+                          oct_error *err)
+{
+    *out = NULL;
+    oct_model *m = oct_calloc(1, sizeof *m);
+    if (!m)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    oct_status st = load(dir, opts, m, err);
+    if (st != OCT_OK) {
+        oct_model_free(m);
+        return st;
+    }
+    *out = m;
+    return OCT_OK;
+}
+
+void oct_model_free(oct_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int64_t l = 0; l < m->arch.n_layers; l++) {
+            oct_layer_weights *lw = &m->layers[l];
+            oct_free(lw->attn_norm);
+            oct_free(lw->mlp_norm);
+            oct_free(lw->q_norm);
+            oct_free(lw->k_norm);
+            for (int i = 0; i < lw->n_qkv; i++)
+                oct_linear_free(lw->qkv[i]);
+            oct_linear_free(lw->o);
+            for (int i = 0; i < lw->n_gate_up; i++)
+                oct_linear_free(lw->gate_up[i]);
+            oct_linear_free(lw->down);
+        }
+    }
+    oct_free(m->layers);
+    oct_free(m->final_norm);
+    oct_linear_free(m->lm_head);
+    oct_plan_free(m->plan);
+    oct_free(m);
+}
+
+const oct_model_config *oct_model_get_config(const oct_model *m)
+{
+    return oct_checkpoint_config(m->plan->ckpt);
+}
+const oct_plan *oct_model_get_plan(const oct_model *m)
+{
+    return m->plan;
+}
+int64_t oct_model_vocab_size(const oct_model *m)
+{
+    return m->arch.vocab;
+}
+uint64_t oct_model_load_peak_bytes(const oct_model *m)
+{
+    return m->load_peak_bytes;
+}
+double oct_model_load_seconds(const oct_model *m)
+{
+    return m->load_seconds;
+}

@@ -1,0 +1,158 @@
+/* model.h — internal structures of the model layer: architecture parameters,
+ * the quantization plan, loaded weights.  The forward pass (forward.c) reads
+ * these; engine/ drives it through oct_session_*. */
+#ifndef OCTET_MODEL_H
+#define OCTET_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "octet.h"
+
+/* Architecture parameters the forward pass needs (from config.json). */
+typedef struct oct_arch {
+    char name[96];               /* "LlamaForCausalLM" */
+    int64_t n_layers;
+    int64_t hidden;              /* H */
+    int64_t intermediate;        /* I */
+    int64_t n_heads, n_kv_heads; /* Hq, Hkv */
+    int64_t head_dim;            /* d */
+    int64_t vocab;               /* V */
+    int64_t max_pos;
+    float rms_eps;
+    bool qkv_bias;               /* Qwen2 (and attention_bias) */
+    bool o_bias, mlp_bias;
+    bool qk_norm;                /* Qwen3: RMSNorm of q and k per head */
+    bool tie_embeddings;
+    int64_t sliding_window;      /* Mistral; 0: none */
+    /* Granite multipliers (1 / 1 / d^-0.5 / 1 for the others) */
+    float embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
+    float *inv_freq;             /* [d/2] RoPE inverse frequencies (scaling applied) */
+    float rope_attention_factor; /* yarn mscale (1 otherwise) */
+} oct_arch;
+
+oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oct_arch *out,
+                                oct_error *err);
+void oct_arch_free(oct_arch *a);
+
+/* Online quantization request after resolving flags and config (spec §3). */
+typedef enum {
+    OCT_ONLINE_NONE = 0,
+    OCT_ONLINE_PER_TENSOR,
+    OCT_ONLINE_PER_BLOCK,
+    OCT_ONLINE_MXFP8
+} oct_online_scheme;
+
+typedef struct oct_qspec {
+    bool active;                 /* an online quantization was asked for */
+    oct_online_scheme linear;    /* dense linear layers */
+    oct_online_scheme moe;       /* expert layers */
+    char **ignore;               /* [n_ignore] exact names or "re:" patterns */
+    int n_ignore;
+    char shorthand[32];          /* the --quantization value ("" if none) */
+} oct_qspec;
+
+oct_status oct_qspec_resolve(const char *quantization, const char *config_json, oct_qspec *out,
+                             oct_error *err);
+void oct_qspec_free(oct_qspec *q);
+const char *oct_online_scheme_str(oct_online_scheme s);
+
+/* A fused group of linears run as one GEMM (qkv_proj, gate_up_proj) or a
+ * single linear. */
+#define OCT_MAX_SHARDS 3
+
+typedef struct oct_plan_group {
+    char name[192];                 /* "model.layers.0.self_attn.qkv_proj" */
+    int n_shards;
+    int64_t plan_index[OCT_MAX_SHARDS]; /* into plan->layers */
+    const oct_ckpt_linear *src[OCT_MAX_SHARDS];
+    int64_t n, k;                   /* fused weight [n, k] */
+    oct_linear_desc desc;           /* what the kernel gets */
+    oct_online_scheme online;       /* NONE: unquantized or checkpoint scheme */
+    bool from_checkpoint_fp8;       /* weights are the checkpoint's FP8 codes */
+    const oct_linear_kernel *kernel;
+    uint64_t bytes;
+} oct_plan_group;
+
+struct oct_plan {
+    oct_checkpoint *ckpt;           /* owned */
+    oct_arch arch;
+    oct_qspec qspec;
+    char *dtype;                    /* "bfloat16" | "float32" */
+    oct_plan_layer *layers;         /* [n_layers] */
+    char **layer_names;             /* owned strings behind layers[].name / group / scheme */
+    int64_t n_layers;
+    oct_plan_group *groups;         /* [n_groups] */
+    int64_t n_groups;
+    uint64_t model_bytes, bf16_bytes, peak_bytes, largest_group_bf16;
+    int64_t n_quantized;
+    char summary[512];
+};
+
+/* Index of a group by role within decoder layer l. */
+typedef enum { OCT_G_QKV = 0, OCT_G_O, OCT_G_GATE_UP, OCT_G_DOWN, OCT_G_PER_LAYER } oct_group_role;
+
+/* One loaded decoder layer. */
+typedef struct oct_layer_weights {
+    float *attn_norm;   /* [H] input_layernorm */
+    float *mlp_norm;    /* [H] post_attention_layernorm */
+    float *q_norm;      /* [d] Qwen3 or NULL */
+    float *k_norm;      /* [d] Qwen3 or NULL */
+    oct_linear *qkv[OCT_MAX_SHARDS]; /* fused: qkv[0] only; unfused: q, k, v */
+    int n_qkv;
+    int64_t qkv_n[OCT_MAX_SHARDS]; /* output width of each unit */
+    oct_linear *o;
+    oct_linear *gate_up[2]; /* fused: [0]; unfused: gate, up */
+    int n_gate_up;
+    int64_t gate_up_n[2];
+    oct_linear *down;
+    float k_scale, v_scale; /* FP8 KV cache scales (1 when none) */
+} oct_layer_weights;
+
+typedef enum { OCT_KV_F32 = 0, OCT_KV_BF16, OCT_KV_E4M3, OCT_KV_E5M2 } oct_kv_dtype;
+
+struct oct_model {
+    oct_plan *plan;          /* owned; also owns the checkpoint (mmap) */
+    oct_arch arch;           /* copy of plan->arch (inv_freq owned by plan) */
+    const oct_tensor *embed; /* [V, H] in the checkpoint (mmap, zero copy) */
+    oct_linear *lm_head;     /* [V, H] never quantized */
+    float *final_norm;       /* [H] */
+    oct_layer_weights *layers; /* [n_layers] */
+    oct_kv_dtype kv_dtype;
+    bool kv_scales_from_ckpt;
+    bool calculate_kv_scales;
+    uint64_t load_peak_bytes;
+    double load_seconds;
+};
+
+/* The KV cache as the forward pass sees it (the engine owns the memory):
+ * paged blocks of block_size positions; per layer one K and one V array of
+ * [n_blocks, block_size, n_kv_heads, head_dim] elements of `dtype`. */
+typedef struct oct_kv_view {
+    oct_kv_dtype dtype;
+    int64_t block_size;
+    void **k, **v;                       /* [n_layers] */
+    int32_t **block_tables;              /* [n_seqs] -> block ids, position p in block p/bs */
+    float *k_scale, *v_scale;            /* [n_layers] FP8 scales (1 otherwise) */
+    bool *scales_pending;                /* [n_layers] compute scales from the next batch */
+} oct_kv_view;
+
+/* Scratch buffers for a batch of up to max_tokens tokens. */
+typedef struct oct_fwd_ws oct_fwd_ws;
+oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
+                             oct_fwd_ws **out);
+void oct_fwd_ws_free(oct_fwd_ws *ws);
+
+/* One forward pass over n tokens (see oct_session_forward). */
+oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                       const bool *want_logits, float *logits, oct_error *err);
+
+oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
+                          oct_error *err);
+
+/* Current and peak resident set size of this process (bytes). */
+uint64_t oct_rss_bytes(void);
+uint64_t oct_rss_peak_bytes(void);
+
+#endif

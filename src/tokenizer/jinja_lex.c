@@ -1,0 +1,316 @@
+/* jinja_lex.c — splits a template into text and tag tokens.
+ *
+ * Whitespace handling is Jinja's with transformers' settings
+ * (trim_blocks=True, lstrip_blocks=True): "{%-"/"{{-"/"{#-" strip all
+ * whitespace before the tag, "-%}"/"-}}"/"-#}" all whitespace after it;
+ * otherwise a block or comment tag removes the spaces and tabs before it when
+ * only they stand between the line start and the tag ("{%+" opts out), and
+ * the first newline after it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/jinja.h"
+
+static bool push(jarena *a, jtoks *t, jtok tok)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        jtok *p = jarena_alloc(a, cap * sizeof *p);
+        if (!p)
+            return false;
+        if (t->n)
+            memcpy(p, t->v, t->n * sizeof *p);
+        t->v = p;
+        t->cap = cap;
+    }
+    t->v[t->n++] = tok;
+    return true;
+}
+
+static char *dup(jarena *a, const char *s, size_t n)
+{
+    char *d = jarena_alloc(a, n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int line_of(const char *src, size_t pos)
+{
+    int line = 1;
+    for (size_t i = 0; i < pos; i++)
+        if (src[i] == '\n')
+            line++;
+    return line;
+}
+
+#define LEX_ERR(pos, ...)                                                                  \
+    do {                                                                                   \
+        char m_[300];                                                                      \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                              \
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)(pos),                          \
+                             "chat template line %d: %s", line_of(src, pos), m_);          \
+    } while (0)
+
+/* Lexes the expression inside a tag, from *pos up to the closing delimiter
+ * `close` ("}}" or "%}"), pushing NAME/STRING/INT/FLOAT/OP tokens. */
+static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *close, jarena *a,
+                           jtoks *out, bool *strip_after, oct_error *err)
+{
+    static const char *const ops3[] = {"**", "//", "==", "!=", "<=", ">="};
+    size_t i = *pos;
+    for (;;) {
+        while (i < n && is_ws(src[i]))
+            i++;
+        if (i >= n)
+            LEX_ERR(*pos, "unclosed tag (expected '%s')", close);
+        int line = line_of(src, i);
+        if (src[i] == '-' && i + 2 < n + 0 && src[i + 1] == close[0] && src[i + 2] == close[1]) {
+            *strip_after = true;
+            *pos = i + 3;
+            return OCT_OK;
+        }
+        if (i + 1 < n && src[i] == close[0] && src[i + 1] == close[1]) {
+            *strip_after = false;
+            *pos = i + 2;
+            return OCT_OK;
+        }
+        char c = src[i];
+        jtok t = {0};
+        t.line = line;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
+            size_t s = i;
+            while (i < n && ((src[i] >= 'a' && src[i] <= 'z') || (src[i] >= 'A' && src[i] <= 'Z') ||
+                             (src[i] >= '0' && src[i] <= '9') || src[i] == '_'))
+                i++;
+            t.t = JT_NAME;
+            t.str = dup(a, src + s, i - s);
+            t.len = i - s;
+        } else if (c >= '0' && c <= '9') {
+            size_t s = i;
+            bool is_float = false;
+            while (i < n && ((src[i] >= '0' && src[i] <= '9') || src[i] == '_'))
+                i++;
+            if (i + 1 < n && src[i] == '.' && src[i + 1] >= '0' && src[i + 1] <= '9') {
+                is_float = true;
+                i++;
+                while (i < n && src[i] >= '0' && src[i] <= '9')
+                    i++;
+            }
+            if (i < n && (src[i] == 'e' || src[i] == 'E')) {
+                size_t k = i + 1;
+                if (k < n && (src[k] == '+' || src[k] == '-'))
+                    k++;
+                if (k < n && src[k] >= '0' && src[k] <= '9') {
+                    is_float = true;
+                    i = k;
+                    while (i < n && src[i] >= '0' && src[i] <= '9')
+                        i++;
+                }
+            }
+            char *num = dup(a, src + s, i - s);
+            if (!num)
+                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+            /* drop '_' digit separators */
+            size_t w = 0;
+            for (size_t k = 0; num[k]; k++)
+                if (num[k] != '_')
+                    num[w++] = num[k];
+            num[w] = 0;
+            if (is_float) {
+                t.t = JT_FLOAT;
+                t.f = strtod(num, NULL);
+            } else {
+                t.t = JT_INT;
+                t.i = strtoll(num, NULL, 10);
+            }
+        } else if (c == '\'' || c == '"') {
+            /* Python string literal escapes */
+            tok_buf b = {0};
+            i++;
+            bool closed = false;
+            while (i < n) {
+                char ch = src[i];
+                if (ch == c) {
+                    closed = true;
+                    i++;
+                    break;
+                }
+                bool ok;
+                if (ch == '\\' && i + 1 < n) {
+                    char e = src[i + 1];
+                    i += 2;
+                    switch (e) {
+                    case 'n':
+                        ok = tok_buf_putc(&b, '\n');
+                        break;
+                    case 't':
+                        ok = tok_buf_putc(&b, '\t');
+                        break;
+                    case 'r':
+                        ok = tok_buf_putc(&b, '\r');
+                        break;
+                    case '0':
+                        ok = tok_buf_putc(&b, '\0');
+                        break;
+                    case '\\':
+                    case '\'':
+                    case '"':
+                        ok = tok_buf_putc(&b, e);
+                        break;
+                    case '\n':
+                        ok = true; /* line continuation */
+                        break;
+                    case 'x':
+                    case 'u':
+                    case 'U': {
+                        size_t nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+                        uint32_t cp = 0;
+                        if (i + nd > n) {
+                            tok_buf_free(&b);
+                            LEX_ERR(i, "bad \\%c escape in string", e);
+                        }
+                        for (size_t k = 0; k < nd; k++) {
+                            char h = src[i + k];
+                            int v = h >= '0' && h <= '9'   ? h - '0'
+                                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                           : -1;
+                            if (v < 0) {
+                                tok_buf_free(&b);
+                                LEX_ERR(i, "bad \\%c escape in string", e);
+                            }
+                            cp = cp * 16 + (uint32_t)v;
+                        }
+                        i += nd;
+                        if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) {
+                            tok_buf_free(&b);
+                            LEX_ERR(i, "bad code point in string escape");
+                        }
+                        ok = tok_buf_put_cp(&b, cp);
+                        break;
+                    }
+                    default:
+                        ok = tok_buf_putc(&b, '\\') && tok_buf_putc(&b, e);
+                    }
+                } else {
+                    ok = tok_buf_putc(&b, ch);
+                    i++;
+                }
+                if (!ok) {
+                    tok_buf_free(&b);
+                    return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+                }
+            }
+            if (!closed) {
+                tok_buf_free(&b);
+                LEX_ERR(*pos, "unterminated string literal");
+            }
+            t.t = JT_STRING;
+            t.str = dup(a, b.data ? b.data : "", b.len);
+            t.len = b.len;
+            tok_buf_free(&b);
+        } else {
+            size_t len = 1;
+            for (size_t k = 0; k < OCT_ARRAY_LEN(ops3); k++)
+                if (i + 1 < n && src[i] == ops3[k][0] && src[i + 1] == ops3[k][1])
+                    len = 2;
+            if (len == 1 && !strchr("()[]{}.,:|~+-*/%=<>!", c))
+                LEX_ERR(i, "unexpected character '%c' in expression", c);
+            t.t = JT_OP;
+            t.str = dup(a, src + i, len);
+            t.len = len;
+            i += len;
+        }
+        if ((t.t != JT_INT && t.t != JT_FLOAT && !t.str) || !push(a, out, t))
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    }
+}
+
+oct_status jinja_lex(const char *src, size_t n, jarena *a, jtoks *out, oct_error *err)
+{
+    size_t i = 0;
+    bool strip_next = false; /* the previous tag ended with '-' */
+    bool trim_next = false;  /* the previous tag was a block/comment (trim_blocks) */
+    oct_status st;
+    while (i <= n) {
+        /* find the next tag opening */
+        size_t p = i;
+        while (p + 1 < n && !(src[p] == '{' && (src[p + 1] == '{' || src[p + 1] == '%' ||
+                                                 src[p + 1] == '#')))
+            p++;
+        if (p + 1 >= n)
+            p = n;
+        size_t ts = i, te = p;
+        if (strip_next)
+            while (ts < te && is_ws(src[ts]))
+                ts++;
+        else if (trim_next && ts < te && src[ts] == '\n')
+            ts++;
+        else if (trim_next && ts + 1 < te && src[ts] == '\r' && src[ts + 1] == '\n')
+            ts += 2;
+        if (p < n) {
+            char kind = src[p + 1];
+            char mod = p + 2 < n ? src[p + 2] : 0;
+            if (mod == '-') {
+                while (te > ts && is_ws(src[te - 1]))
+                    te--;
+            } else if (kind != '{' && mod != '+') {
+                /* lstrip_blocks: spaces/tabs between the line start and the tag */
+                size_t q = te;
+                while (q > ts && (src[q - 1] == ' ' || src[q - 1] == '\t'))
+                    q--;
+                if (q == 0 || src[q - 1] == '\n')
+                    te = q;
+            }
+        }
+        if (te > ts) {
+            jtok t = {JT_TEXT, line_of(src, ts), dup(a, src + ts, te - ts), te - ts, 0, 0.0};
+            if (!t.str || !push(a, out, t))
+                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        if (p >= n)
+            break;
+        char kind = src[p + 1];
+        size_t q = p + 2;
+        if (q < n && (src[q] == '-' || src[q] == '+'))
+            q++;
+        if (kind == '#') {
+            /* comment: up to "#}" */
+            size_t e = q;
+            while (e + 1 < n && !(src[e] == '#' && src[e + 1] == '}'))
+                e++;
+            if (e + 1 >= n)
+                LEX_ERR(p, "unclosed comment");
+            strip_next = e > q && src[e - 1] == '-';
+            trim_next = true;
+            i = e + 2;
+            continue;
+        }
+        bool block = kind == '%';
+        /* {% raw %} is not supported: say so instead of mis-parsing it */
+        jtok open = {block ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, line_of(src, p), NULL, 0, 0, 0.0};
+        if (!push(a, out, open))
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        bool strip_after = false;
+        if ((st = lex_expr(src, n, &q, block ? "%}" : "}}", a, out, &strip_after, err)))
+            return st;
+        jtok close = {block ? JT_BLOCK_END : JT_VAR_END, line_of(src, q - 1), NULL, 0, 0, 0.0};
+        if (!push(a, out, close))
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        strip_next = strip_after;
+        trim_next = block;
+        i = q;
+    }
+    jtok eof = {JT_EOF, line_of(src, n), NULL, 0, 0, 0.0};
+    if (!push(a, out, eof))
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    return OCT_OK;
+}
