@@ -477,13 +477,13 @@ oct_status oct_st_writer_create(const char *dir, const char *prefix, size_t max_
 /* A __metadata__ entry (copied); before begin. */
 oct_status oct_st_writer_set_metadata(oct_st_writer *w, const char *key, const char *value,
                                       oct_error *err);
-oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype,
-                                 int n_dims, const int64_t *dims, oct_error *err);
+oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype, int n_dims,
+                                 const int64_t *dims, oct_error *err);
 oct_status oct_st_writer_begin(oct_st_writer *w, oct_error *err);
 /* Appends bytes to tensor `name`, which must be the tensor currently being
  * filled (the first declared one not yet complete). */
-oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data,
-                                size_t size, oct_error *err);
+oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data, size_t size,
+                                oct_error *err);
 oct_status oct_st_writer_finish(oct_st_writer *w, oct_error *err);
 void oct_st_writer_free(oct_st_writer *w);
 
@@ -494,10 +494,10 @@ typedef struct oct_model_config {
     char hidden_act[32];   /* "silu" */
     int64_t hidden_size;
     int64_t intermediate_size;
-    int64_t n_layers;     /* num_hidden_layers */
-    int64_t n_heads;      /* num_attention_heads */
-    int64_t n_kv_heads;   /* num_key_value_heads (default n_heads) */
-    int64_t head_dim;     /* head_dim (default hidden_size / n_heads) */
+    int64_t n_layers;   /* num_hidden_layers */
+    int64_t n_heads;    /* num_attention_heads */
+    int64_t n_kv_heads; /* num_key_value_heads (default n_heads) */
+    int64_t head_dim;   /* head_dim (default hidden_size / n_heads) */
     int64_t vocab_size;
     int64_t max_position_embeddings;
     double rms_norm_eps;
@@ -507,7 +507,7 @@ typedef struct oct_model_config {
     int64_t rope_original_max_position_embeddings;
     bool tie_word_embeddings;
     bool attention_bias, mlp_bias;
-    oct_dtype torch_dtype; /* OCT_DT_BF16 when absent */
+    oct_dtype torch_dtype;                                       /* OCT_DT_BF16 when absent */
     int64_t n_experts, n_experts_per_tok, moe_intermediate_size; /* 0 for dense */
     int64_t bos_token_id;                                        /* -1 absent */
     int64_t eos_token_ids[8];
@@ -580,8 +580,8 @@ typedef struct oct_ckpt_linear {
 
 /* KV-cache scales of one attention layer after the spec §4.4 remapping. */
 typedef struct oct_ckpt_kv {
-    const char *attn; /* "model.layers.0.self_attn.attn" */
-    int64_t layer;    /* decoder layer index, -1 if the name has none */
+    const char *attn;                            /* "model.layers.0.self_attn.attn" */
+    int64_t layer;                               /* decoder layer index, -1 if the name has none */
     float k_scale, v_scale, q_scale, prob_scale; /* < 0: absent (doubled for fnuz) */
     const char *k_source, *v_source, *q_source, *prob_source; /* checkpoint names, or NULL */
 } oct_ckpt_kv;
@@ -619,12 +619,12 @@ bool oct_checkpoint_kv_quantized(const oct_checkpoint *ck);
 
 /* Rows [row0, row0 + n_rows) of a linear's weight as f32 (dequantized:
  * decode(code) x scale in f32): dst [n_rows, K]. */
-oct_status oct_ckpt_linear_read_f32(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows, float *dst,
-                               oct_error *err);
+oct_status oct_ckpt_linear_read_f32(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
+                                    float *dst, oct_error *err);
 /* FP8 codes of rows [row0, row0 + n_rows): dst [n_rows, K] (converted to
  * E4M3FNUZ when l->fp8_format says so). */
 oct_status oct_ckpt_linear_read_codes(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
-                                 uint8_t *dst, oct_error *err);
+                                      uint8_t *dst, oct_error *err);
 /* The weight scales as f32: dst [scale_rows * scale_cols] (MX: 2^(e-127);
  * doubled for E4M3FNUZ). */
 oct_status oct_ckpt_linear_read_scales(const oct_ckpt_linear *l, float *dst, oct_error *err);

@@ -21,17 +21,17 @@
 #define H 128
 #define I 256
 #define V 128
-#define K_CFG_FMT \
-    "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":128," \
-    "\"intermediate_size\":256,\"num_hidden_layers\":1,\"num_attention_heads\":2," \
-    "\"num_key_value_heads\":1,\"vocab_size\":128,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0," \
+#define K_CFG_FMT                                                                                  \
+    "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":128,"      \
+    "\"intermediate_size\":256,\"num_hidden_layers\":1,\"num_attention_heads\":2,"                 \
+    "\"num_key_value_heads\":1,\"vocab_size\":128,\"rms_norm_eps\":1e-5,\"rope_theta\":500000.0,"  \
     "\"tie_word_embeddings\":false,\"torch_dtype\":\"bfloat16\"%s%s}"
 
 static const struct {
     const char *sfx;
     int64_t n, k;
-} k_lin[] = {{"self_attn.q_proj", H, H},  {"self_attn.k_proj", 64, H}, {"self_attn.v_proj", 64, H},
-             {"self_attn.o_proj", H, H},  {"mlp.gate_proj", I, H},    {"mlp.up_proj", I, H},
+} k_lin[] = {{"self_attn.q_proj", H, H}, {"self_attn.k_proj", 64, H}, {"self_attn.v_proj", 64, H},
+             {"self_attn.o_proj", H, H}, {"mlp.gate_proj", I, H},     {"mlp.up_proj", I, H},
              {"mlp.down_proj", H, I}};
 #define N_LIN 7
 
@@ -222,7 +222,8 @@ static void test_bf16(void)
     CHECK(row[3] == oct_bf16_to_f32(oct_f32_to_bf16(wval(1, 5, 3))));
     CHECK(oct_ckpt_linear_read_f32(l, 60, 5, row, NULL) == OCT_ERR_INVALID_ARG);
     const oct_model_config *c = oct_checkpoint_config(ck);
-    CHECK(c->hidden_size == H && c->head_dim == 64 && c->n_kv_heads == 1 && c->rope_theta == 500000.0);
+    CHECK(c->hidden_size == H && c->head_dim == 64 && c->n_kv_heads == 1 &&
+          c->rope_theta == 500000.0);
     oct_checkpoint_free(ck);
     rm_tree(d);
 }
@@ -245,9 +246,18 @@ static void add_fp8_linears(kind k, const char *scale_name, float s, bool input_
         switch (k) {
         case K_TENSOR: nd = 0; break;
         case K_CHANNEL: r = N; break;
-        case K_CHANNEL1D: r = N; nd = 1; break;
-        case K_BLOCK: r = (N + 127) / 128; c = (K + 127) / 128; break;
-        case K_MX: r = N; c = K / 32; break;
+        case K_CHANNEL1D:
+            r = N;
+            nd = 1;
+            break;
+        case K_BLOCK:
+            r = (N + 127) / 128;
+            c = (K + 127) / 128;
+            break;
+        case K_MX:
+            r = N;
+            c = K / 32;
+            break;
         }
         if (wrong_shape && i == 2)
             r += 1;
@@ -264,12 +274,12 @@ static void add_fp8_linears(kind k, const char *scale_name, float s, bool input_
     }
 }
 
-#define CT_DYN \
-    "{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\"," \
-    "\"quantization_status\":\"compressed\",\"config_groups\":{\"group_0\":{\"targets\":[" \
-    "\"Linear\"],\"weights\":{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":" \
-    "\"channel\",\"dynamic\":false},\"input_activations\":{\"num_bits\":8,\"type\":\"float\"," \
-    "\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true},\"output_activations\":null}}," \
+#define CT_DYN                                                                                     \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\","                     \
+    "\"quantization_status\":\"compressed\",\"config_groups\":{\"group_0\":{\"targets\":["         \
+    "\"Linear\"],\"weights\":{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"strategy\":"  \
+    "\"channel\",\"dynamic\":false},\"input_activations\":{\"num_bits\":8,\"type\":\"float\","     \
+    "\"symmetric\":true,\"strategy\":\"token\",\"dynamic\":true},\"output_activations\":null}},"   \
     "\"ignore\":[\"lm_head\"],\"kv_cache_scheme\":%s}"
 
 static oct_status try_open(const char *d, oct_error *err)
@@ -315,8 +325,8 @@ static void test_ct_dynamic_and_errors(void)
     add_fp8_linears(K_CHANNEL, "weight_scale", 0.5f, false, true, false);
     REQUIRE(flush_t(d) == 0);
     CHECK(try_open(d, &err) == OCT_ERR_NOT_FOUND);
-    CHECKF(strstr(err.message, "'model.layers.0.self_attn.q_proj.weight_scale' is missing"),
-           "%s", err.message);
+    CHECKF(strstr(err.message, "'model.layers.0.self_attn.q_proj.weight_scale' is missing"), "%s",
+           err.message);
     rm_tree(d);
     /* wrong shape */
     d = tmpdir();
@@ -325,9 +335,10 @@ static void test_ct_dynamic_and_errors(void)
     add_fp8_linears(K_CHANNEL, "weight_scale", 0.5f, false, false, true);
     REQUIRE(flush_t(d) == 0);
     CHECK(try_open(d, &err) == OCT_ERR_FORMAT);
-    CHECKF(strstr(err.message, "'model.layers.0.self_attn.v_proj.weight_scale' has shape [65, 1]") &&
-               strstr(err.message, "need [64, 1]"),
-           "%s", err.message);
+    CHECKF(
+        strstr(err.message, "'model.layers.0.self_attn.v_proj.weight_scale' has shape [65, 1]") &&
+            strstr(err.message, "need [64, 1]"),
+        "%s", err.message);
     rm_tree(d);
     /* a scale with no meaning (block name in a channel checkpoint) */
     d = tmpdir();
@@ -552,7 +563,8 @@ static void test_block_mx_quark_fbgemm(void)
             continue;
         CHECKF(!strcmp(oct_checkpoint_scheme(ck), c[i].scheme), "case %zu: %s", i,
                oct_checkpoint_scheme(ck));
-        const oct_ckpt_linear *l = oct_checkpoint_find_linear(ck, "model.layers.0.self_attn.k_proj");
+        const oct_ckpt_linear *l =
+            oct_checkpoint_find_linear(ck, "model.layers.0.self_attn.k_proj");
         CHECK(l && l->scale_kind == c[i].want && l->activation == c[i].act &&
               l->act_group == c[i].group);
         float x[H];
@@ -575,7 +587,10 @@ static void roundtrip(oct_export_scheme scheme, oct_export_format format)
     oct_checkpoint *ck = open_ok(src);
     REQUIRE(ck);
     const char *ign[] = {"re:.*o_proj$"};
-    oct_export_opts o = {.scheme = scheme, .format = format, .ignore = ign, .n_ignore = 1,
+    oct_export_opts o = {.scheme = scheme,
+                         .format = format,
+                         .ignore = ign,
+                         .n_ignore = 1,
                          .max_shard_bytes = 100000};
     oct_error err;
     oct_error_clear(&err);
@@ -587,7 +602,8 @@ static void roundtrip(oct_export_scheme scheme, oct_export_format format)
         CHECK(oct_checkpoint_format(q) ==
               (format == OCT_EXPORT_HF_FP8 ? OCT_CKPT_FP8 : OCT_CKPT_COMPRESSED_TENSORS));
         CHECK(oct_tensor_set_n_files(oct_checkpoint_tensors(q)) > 1); /* sharded */
-        const oct_ckpt_linear *lo = oct_checkpoint_find_linear(q, "model.layers.0.self_attn.o_proj");
+        const oct_ckpt_linear *lo =
+            oct_checkpoint_find_linear(q, "model.layers.0.self_attn.o_proj");
         const oct_ckpt_linear *lm = oct_checkpoint_find_linear(q, "lm_head");
         CHECK(lo && lo->scale_kind == OCT_WSCALE_NONE && lm && lm->scale_kind == OCT_WSCALE_NONE);
         for (int i = 0; i < N_LIN; i++) {
@@ -609,7 +625,8 @@ static void roundtrip(oct_export_scheme scheme, oct_export_format format)
             size_t ns = (size_t)(b->scale_rows * b->scale_cols);
             bool same = true;
             if (scheme == OCT_EXPORT_FP8_DYNAMIC && format == OCT_EXPORT_COMPRESSED_TENSORS) {
-                CHECK(b->scale_kind == OCT_WSCALE_CHANNEL && b->activation == OCT_AKIND_DYNAMIC_TOKEN);
+                CHECK(b->scale_kind == OCT_WSCALE_CHANNEL &&
+                      b->activation == OCT_AKIND_DYNAMIC_TOKEN);
                 oct_quant_rows(OCT_FP8_E4M3FN, x, N, K, 0.0f, c1, s1);
             } else if (scheme == OCT_EXPORT_FP8_DYNAMIC) {
                 CHECK(b->scale_kind == OCT_WSCALE_TENSOR);
@@ -646,11 +663,26 @@ static void roundtrip(oct_export_scheme scheme, oct_export_format format)
     rm_tree(out);
 }
 
-static void test_roundtrip_ct_dynamic(void) { roundtrip(OCT_EXPORT_FP8_DYNAMIC, OCT_EXPORT_COMPRESSED_TENSORS); }
-static void test_roundtrip_ct_block(void) { roundtrip(OCT_EXPORT_FP8_BLOCK, OCT_EXPORT_COMPRESSED_TENSORS); }
-static void test_roundtrip_ct_mxfp8(void) { roundtrip(OCT_EXPORT_MXFP8, OCT_EXPORT_COMPRESSED_TENSORS); }
-static void test_roundtrip_fp8_block(void) { roundtrip(OCT_EXPORT_FP8_BLOCK, OCT_EXPORT_HF_FP8); }
-static void test_roundtrip_fp8_dynamic(void) { roundtrip(OCT_EXPORT_FP8_DYNAMIC, OCT_EXPORT_HF_FP8); }
+static void test_roundtrip_ct_dynamic(void)
+{
+    roundtrip(OCT_EXPORT_FP8_DYNAMIC, OCT_EXPORT_COMPRESSED_TENSORS);
+}
+static void test_roundtrip_ct_block(void)
+{
+    roundtrip(OCT_EXPORT_FP8_BLOCK, OCT_EXPORT_COMPRESSED_TENSORS);
+}
+static void test_roundtrip_ct_mxfp8(void)
+{
+    roundtrip(OCT_EXPORT_MXFP8, OCT_EXPORT_COMPRESSED_TENSORS);
+}
+static void test_roundtrip_fp8_block(void)
+{
+    roundtrip(OCT_EXPORT_FP8_BLOCK, OCT_EXPORT_HF_FP8);
+}
+static void test_roundtrip_fp8_dynamic(void)
+{
+    roundtrip(OCT_EXPORT_FP8_DYNAMIC, OCT_EXPORT_HF_FP8);
+}
 
 static void test_export_refuses(void)
 {
@@ -784,8 +816,9 @@ static void test_cli(void)
     pclose(p);
     CHECK(strstr(buf, "format:       fp8") && strstr(buf, "model.layers.0.mlp.up_proj"));
     /* errors: bad scheme, missing model */
-    snprintf(cmd, sizeof cmd, "%s/octet quantize --model %s --scheme FP4 --format fp8 --out %s 2>/dev/null",
-             build, src, out);
+    snprintf(cmd, sizeof cmd,
+             "%s/octet quantize --model %s --scheme FP4 --format fp8 --out %s 2>/dev/null", build,
+             src, out);
     CHECK(system(cmd) != 0);
     snprintf(cmd, sizeof cmd, "%s/octet inspect --model /nonexistent 2>/dev/null", build);
     CHECK(system(cmd) != 0);

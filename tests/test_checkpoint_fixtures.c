@@ -15,7 +15,6 @@
 #include "octet.h"
 #include "testlib.h"
 
-
 static void rm_tree(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -123,8 +122,8 @@ static void check_linear(const oct_ckpt_linear *l, const json_t *e, const char *
     float *x = malloc((size_t)n * sizeof(float));
     REQUIRE(x);
     oct_error err;
-    CHECKF(oct_ckpt_linear_read_f32(l, 0, l->out_features, x, &err) == OCT_OK, "%s %s: %s", v,
-           name, err.message);
+    CHECKF(oct_ckpt_linear_read_f32(l, 0, l->out_features, x, &err) == OCT_OK, "%s %s: %s", v, name,
+           err.message);
     size_t i;
     const json_t *smp;
     json_array_foreach(json_object_get(e, "samples"), i, smp)
@@ -141,8 +140,8 @@ static void check_linear(const oct_ckpt_linear *l, const json_t *e, const char *
     }
     double ws = json_number_value(json_object_get(e, "sum"));
     double wq = json_number_value(json_object_get(e, "sumsq"));
-    CHECKF(fabs(sum - ws) <= 1e-9 * fmax(1.0, sqrt(wq) * sqrt((double)n)), "%s %s: sum %.17g, want %.17g",
-           v, name, sum, ws);
+    CHECKF(fabs(sum - ws) <= 1e-9 * fmax(1.0, sqrt(wq) * sqrt((double)n)),
+           "%s %s: sum %.17g, want %.17g", v, name, sum, ws);
     CHECKF(fabs(sumsq - wq) <= 1e-9 * fmax(1e-30, wq), "%s %s: sumsq %.17g, want %.17g", v, name,
            sumsq, wq);
     free(x);
@@ -173,8 +172,8 @@ static void run_variant(const char *v)
     if (exp && ck) {
         CHECKF(!strcmp(oct_ckpt_format_str(oct_checkpoint_format(ck)), jstr(exp, "format")),
                "%s: format %s", v, oct_ckpt_format_str(oct_checkpoint_format(ck)));
-        CHECKF(!strcmp(oct_checkpoint_scheme(ck), jstr(exp, "scheme")), "%s: scheme %s, want %s",
-               v, oct_checkpoint_scheme(ck), jstr(exp, "scheme"));
+        CHECKF(!strcmp(oct_checkpoint_scheme(ck), jstr(exp, "scheme")), "%s: scheme %s, want %s", v,
+               oct_checkpoint_scheme(ck), jstr(exp, "scheme"));
         const json_t *lins = json_object_get(exp, "linears");
         CHECKF(oct_checkpoint_n_linears(ck) == (int64_t)json_array_size(lins),
                "%s: %lld linears, want %zu", v, (long long)oct_checkpoint_n_linears(ck),
@@ -188,7 +187,8 @@ static void run_variant(const char *v)
             if (l)
                 check_linear(l, e, v);
         }
-        CHECKF(oct_checkpoint_kv_quantized(ck) == json_is_true(json_object_get(exp, "kv_quantized")),
+        CHECKF(oct_checkpoint_kv_quantized(ck) ==
+                   json_is_true(json_object_get(exp, "kv_quantized")),
                "%s: kv_quantized", v);
         const json_t *kvs = json_object_get(exp, "kv");
         CHECKF(oct_checkpoint_n_kv(ck) == (int64_t)json_array_size(kvs), "%s: %lld KV entries", v,
@@ -215,8 +215,11 @@ static void run_variant(const char *v)
     rm_tree(dir);
 }
 
-#define VARIANT(v)                                                                         \
-    static void test_##v(void) { run_variant(#v); }
+#define VARIANT(v)                                                                                 \
+    static void test_##v(void)                                                                     \
+    {                                                                                              \
+        run_variant(#v);                                                                           \
+    }
 VARIANT(bf16)
 VARIANT(ct_fp8_static)
 VARIANT(ct_fp8_dynamic)

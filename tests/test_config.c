@@ -28,8 +28,9 @@ static void test_llama3(void)
     CHECK(!strcmp(c.architecture, "LlamaForCausalLM") && !strcmp(c.model_type, "llama"));
     CHECK(c.hidden_size == 2048 && c.n_layers == 16 && c.n_heads == 32 && c.n_kv_heads == 8);
     CHECK(c.head_dim == 64 && c.vocab_size == 128256);
-    CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
-          c.rope_high_freq_factor == 4.0 && c.rope_original_max_position_embeddings == 8192);
+    CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 32.0 &&
+          c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0 &&
+          c.rope_original_max_position_embeddings == 8192);
     CHECK(c.rope_theta == 500000.0 && c.rms_norm_eps == 1e-5);
     CHECK(c.tie_word_embeddings && c.torch_dtype == OCT_DT_BF16 && !c.has_quantization_config);
     CHECK(c.bos_token_id == 128000 && c.n_eos == 3 && c.eos_token_ids[2] == 128009);

@@ -61,8 +61,8 @@ static void expect_bad(const char *file, const char *fragment, int64_t offset)
     oct_error_clear(&err);
     oct_status rc = oct_safetensors_open(path, &st, &err);
     CHECKF(rc == OCT_ERR_FORMAT, "%s: status %d (%s)", file, rc, err.message);
-    CHECKF(strstr(err.message, fragment) != NULL, "%s: message '%s' lacks '%s'", file,
-           err.message, fragment);
+    CHECKF(strstr(err.message, fragment) != NULL, "%s: message '%s' lacks '%s'", file, err.message,
+           fragment);
     CHECKF(strstr(err.message, file) != NULL, "%s: message '%s' does not name the file", file,
            err.message);
     if (offset >= 0)
@@ -75,8 +75,8 @@ static void test_good_fixture(void)
 {
     oct_safetensors *st = NULL;
     oct_error err;
-    REQUIRE(oct_safetensors_open(testlib_fixture("ckpt_malformed/good.safetensors"), &st,
-                                 &err) == OCT_OK);
+    REQUIRE(oct_safetensors_open(testlib_fixture("ckpt_malformed/good.safetensors"), &st, &err) ==
+            OCT_OK);
     CHECK_EQ_INT(oct_safetensors_count(st), 2);
     const oct_tensor *a = oct_safetensors_find(st, "a");
     REQUIRE(a != NULL);
@@ -89,7 +89,8 @@ static void test_good_fixture(void)
     CHECK_OK(oct_tensor_read_f32(b, 0, 2, v, &err));
     CHECK(v[0] == 1.0f && v[1] == 2.0f);
     CHECK(oct_safetensors_find(st, "c") == NULL);
-    CHECK(oct_safetensors_metadata(st, "format") && !strcmp(oct_safetensors_metadata(st, "format"), "pt"));
+    CHECK(oct_safetensors_metadata(st, "format") &&
+          !strcmp(oct_safetensors_metadata(st, "format"), "pt"));
     oct_safetensors_free(st);
 }
 
@@ -243,8 +244,9 @@ static void test_writer_sharded(void)
     /* an index entry whose file lacks the tensor */
     FILE *f = fopen(p, "w");
     REQUIRE(f);
-    fprintf(f, "{\"metadata\":{},\"weight_map\":{\"t.00.weight\":\"model-00001-of-0000%d."
-               "safetensors\",\"ghost\":\"model-00001-of-0000%d.safetensors\"}}",
+    fprintf(f,
+            "{\"metadata\":{},\"weight_map\":{\"t.00.weight\":\"model-00001-of-0000%d."
+            "safetensors\",\"ghost\":\"model-00001-of-0000%d.safetensors\"}}",
             count_files(g_tmp) - 1, count_files(g_tmp) - 1);
     fclose(f);
     CHECK(oct_tensor_set_open(g_tmp, &ts, &err) == OCT_ERR_NOT_FOUND);

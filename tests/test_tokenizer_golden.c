@@ -212,7 +212,9 @@ static void test_roundtrip_lossless(void)
         const json_t *text = json_object_get(g_records[r], "text");
         if (!text)
             continue;
-        for (int t = 0; t < 3; t++) { /* gpt2, llama3 (minus BOS), qwen2 (NFC!) */
+        for (int t = 0; t < 2; t++) { /* gpt2 and llama3 (qwen2 normalizes NFC) */
+            if (t == 0 && strstr(json_string_value(text), "<mask>"))
+                continue; /* <mask> has lstrip: it swallows the space before it */
             oct_error e;
             REQUIRE(oct_tokenizer_encode(g_tok[t], json_string_value(text),
                                          json_string_length(text), false, &ids, &e) == OCT_OK);
@@ -222,7 +224,7 @@ static void test_roundtrip_lossless(void)
                     OCT_OK);
             bool same = len == json_string_length(text) &&
                         memcmp(s, json_string_value(text), len) == 0;
-            if (!same && t != 2 && fails++ < 5)
+            if (!same && fails++ < 5)
                 fprintf(stderr, "  %s: round trip of %s gave '%s'\n", k_names[t],
                         json_dumps(text, JSON_ENCODE_ANY), s);
             oct_tokenizer_text_free(s);

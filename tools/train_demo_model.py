@@ -127,12 +127,24 @@ class FQLinear(torch.nn.Module):
 
 
 def fake_quant_model(model, scheme):
+    """Fake-quantizes every Linear but lm_head.  q/k/v and gate/up are
+    quantized as the fused matrices vLLM (and octet) run, so a per-tensor scale
+    covers the whole fused weight."""
     wq, aq = SCHEMES[scheme]
     for layer in model.model.layers:
-        for parent, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
-                              (layer.mlp, ("gate_proj", "up_proj", "down_proj"))):
-            for n in names:
-                setattr(parent, n, FQLinear(getattr(parent, n), wq, aq))
+        for parent, groups in ((layer.self_attn, (("q_proj", "k_proj", "v_proj"), ("o_proj",))),
+                               (layer.mlp, (("gate_proj", "up_proj"), ("down_proj",)))):
+            for names in groups:
+                lins = [getattr(parent, n) for n in names]
+                fused = torch.cat([l.weight.detach().float() for l in lins])
+                q = wq(fused)
+                row = 0
+                for n, l in zip(names, lins):
+                    rows = l.weight.shape[0]
+                    fl = FQLinear(l, lambda w: w, aq)
+                    fl.w.data = q[row:row + rows].clone()
+                    row += rows
+                    setattr(parent, n, fl)
     return model
 
 
@@ -158,7 +170,12 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--seconds", type=float, default=240)
     ap.add_argument("--max-steps", type=int, default=6000)
+    ap.add_argument("--eval-only", action="store_true",
+                    help="re-evaluate an existing OUT folder (no training)")
     args = ap.parse_args()
+    if args.eval_only:
+        evaluate_and_document(args.out, "cuda", None)
+        return
     torch.manual_seed(0)
     random.seed(0)
     dev = "cuda"
@@ -230,7 +247,21 @@ def main():
     with open(os.path.join(args.out, "eval.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(eval_lines) + "\n")
 
-    # evaluation exactly as octet eval --text eval.txt: fp32 compute from BF16 weights
+    log = {"best_step": best[1], "history": history, "params": nparams, "batch": B}
+    evaluate_and_document(args.out, dev, log)
+
+
+def evaluate_and_document(out, dev, log):
+    """Perplexities on OUT/eval.txt exactly as `octet eval --text eval.txt`
+    scores them (fp32 compute from the BF16 weights), and OUT/README.md."""
+    tok = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+    bos, eos = tok.token_to_id(SPECIAL[0]), tok.token_to_id(SPECIAL[1])
+    eval_lines = open(os.path.join(out, "eval.txt"), encoding="utf-8").read().splitlines()
+    if log is None:
+        log = json.load(open(os.path.join(out, "training_log.json")))
+    nparams, B = log["params"], log.get("batch", 64)
+    best = (None, log["best_step"])
+    args = argparse.Namespace(out=out)
     eval_ids = stream(tok, [l for l in eval_lines if l.strip()], bos, eos)
     results = {}
     ref = LlamaForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(dev).eval()
@@ -239,9 +270,8 @@ def main():
         m = LlamaForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(dev).eval()
         results[scheme], _ = window_ppl(fake_quant_model(m, scheme), eval_ids, dev)
     print(json.dumps(results, indent=1), flush=True)
-    json.dump({"ppl": results, "eval_tokens": ntok, "best_step": best[1],
-               "history": history, "params": nparams},
-              open(os.path.join(args.out, "training_log.json"), "w"), indent=1)
+    log.update({"ppl": results, "eval_tokens": ntok, "torch": torch.__version__})
+    json.dump(log, open(os.path.join(args.out, "training_log.json"), "w"), indent=1)
 
     size = os.path.getsize(os.path.join(args.out, "model.safetensors"))
     with open(os.path.join(args.out, "README.md"), "w") as f:
@@ -267,7 +297,8 @@ newcomer without internet access still sees octet run a real model end to end.
 Scored as `octet eval --text eval.txt` does: each non-empty line is BOS + line + EOS,
 non-overlapping windows of {SEQ} tokens, each from an empty context; fp32 compute from
 the BF16 weights. FP8 rows are PyTorch fake quantization of every Linear layer except
-lm_head, with octet's scale rules (docs/NUMERICS.md):
+lm_head, with octet's scale rules (docs/NUMERICS.md); q/k/v and gate/up are quantized
+as the fused matrices vLLM and octet run (one per-tensor scale per fused weight):
 
 | scheme | weights | activations | PyTorch ppl | Δ vs BF16 |
 |---|---|---|---:|---:|

@@ -51,7 +51,7 @@ def load_lib(path):
                                             ctypes.c_int, vp]
     lib.oct_cuda_quant_rows_bf16.argtypes = [vp, i64, i64, f32, vp, vp, vp]
     lib.oct_cuda_quant_groups_bf16.argtypes = [vp, i64, i64, vp, vp, vp]
-    lib.oct_cuda_gemv_w8a16.argtypes = [vp, i64, i64, i64, vp, vp, vp, vp, vp]
+    lib.oct_cuda_gemv_w8a16.argtypes = [i64, i64, i64, vp, vp, vp, vp, vp]
     lib.oct_cuda_gemm_fp8.argtypes = [vp, i64, i64, i64, vp, ctypes.c_int, vp, vp, ctypes.c_int,
                                       vp, vp, ctypes.c_int, vp]
     return lib
@@ -128,7 +128,34 @@ def main():
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__}", flush=True)
 
     def bench(fn):
-        return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median") * 1e3
+        try:
+            return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep,
+                                           return_mode="median") * 1e3
+        except Exception as e:  # noqa: BLE001 - a refused variant is reported, not fatal
+            print(f"# bench: {type(e).__name__}: {str(e)[:160]}", flush=True)
+            return float("nan")
+
+    # cuBLASLt's VEC128 activation-scale layout: try both, keep the one that matches.
+    k0, n0, m0 = 4096, 4096, 256
+    xs = torch.randn(m0, k0, device=dev).to(torch.bfloat16)
+    wb, swb = quant_blocks((torch.randn(n0, k0, device=dev) * 0.02).to(torch.bfloat16))
+    xg, sg = quant_groups(xs)
+    refb = ((xg.float().view(m0, -1, 128) * sg.view(m0, -1, 1)).view(m0, k0)) @ \
+        ((wb.float().view(n0 // 128, 128, -1, 128) * swb.view(n0 // 128, 1, -1, 1)).view(n0, k0)).t()
+    ys = torch.empty(m0, n0, device=dev, dtype=torch.bfloat16)
+    lt_layout = None
+    for mn in (0, 1):
+        lib.oct_cuda_ctx_set(ctx, b"lt_block_mn_major", mn)
+        ys.fill_(float("nan"))
+        r = lib.oct_cuda_linear_fp8_dyn(ctx, m0, n0, k0, xs.data_ptr(), wb.data_ptr(), SCALE_BLOCK128,
+                                        swb.data_ptr(), 0.0, ys.data_ptr(), PATH_LT, 0)
+        torch.cuda.synchronize()
+        e = rel(ys, refb) if r == 0 else float("inf")
+        print(f"# cuBLASLt block scales, activation scales {'[k/128][m]' if mn else '[m][k/128]'}: "
+              f"status {r}, rel err {e:.2e}", flush=True)
+        if e < 1e-2 and lt_layout is None:
+            lt_layout = mn
+    lib.oct_cuda_ctx_set(ctx, b"lt_block_mn_major", lt_layout if lt_layout is not None else 0)
 
     rows, checks, failures = [], [], 0
     t_start = time.time()
@@ -176,12 +203,20 @@ def main():
                 if name == "oct_gemv" and m > 64:
                     continue
                 y.fill_(float("nan"))
-                oct_dyn(path)
-                errs[name] = rel(y, ref_r)
+                try:
+                    oct_dyn(path)
+                    errs[name] = rel(y, ref_r)
+                except RuntimeError as e:
+                    errs[name] = float("inf")
+                    print(f"# {name} m={m} {k}x{n}: {e}", flush=True)
             kern = lib.oct_cuda_ctx_last_kernel(ctx).decode()
             y.fill_(float("nan"))
-            oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b)
-            errs["oct_blk"] = rel(y, ref_b)
+            try:
+                oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b)
+                errs["oct_blk"] = rel(y, ref_b)
+            except RuntimeError as e:
+                errs["oct_blk"] = float("inf")
+                print(f"# oct_blk m={m} {k}x{n}: {e}", flush=True)
             kern_blk = lib.oct_cuda_ctx_last_kernel(ctx).decode()
             oct_dyn(PATH_AUTO)  # leave the auto kernel name for the row
             kern = lib.oct_cuda_ctx_last_kernel(ctx).decode()
@@ -219,6 +254,12 @@ def main():
                     print(f"# {key} m={m} {k}x{n}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             r["oct"] = bench(lambda: oct_dyn(PATH_AUTO))
             r["oct_gemv"] = bench(lambda: oct_dyn(PATH_GEMV)) if m <= 64 else float("nan")
+            if m <= 64:
+                lib.oct_cuda_ctx_set(ctx, b"gemv_tma", 0)
+                r["oct_gemv_reg"] = bench(lambda: oct_dyn(PATH_GEMV))
+                lib.oct_cuda_ctx_set(ctx, b"gemv_tma", 1)
+            else:
+                r["oct_gemv_reg"] = float("nan")
             r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
             r["oct_blk"] = bench(lambda: oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b))
             r["oct_w8a16"] = bench(lambda: lib.oct_cuda_gemv_w8a16(
@@ -227,7 +268,7 @@ def main():
             best_pre = min(r["pt_tensor"], r["pt_row"])
             print(f"{m:5d} {k:5d}x{n:<5d} bf16 {r['bf16']:8.1f} pt_t {r['pt_tensor']:8.1f} "
                   f"pt_r {r['pt_row']:8.1f} pt_dyn {r['pt_dyn']:8.1f} | oct {r['oct']:8.1f} "
-                  f"(gemv {r['oct_gemv']:7.1f} lt {r['oct_lt']:8.1f}) blk {r['oct_blk']:8.1f} "
+                  f"(gemv {r['oct_gemv']:7.1f} reg {r['oct_gemv_reg']:7.1f} lt {r['oct_lt']:8.1f}) blk {r['oct_blk']:8.1f} "
                   f"w8a16 {r['oct_w8a16']:7.1f} | x{r['bf16'] / r['oct']:.2f} vs bf16, "
                   f"x{best_pre / r['oct']:.2f} vs pre  [{kern}] {'' if not bad else 'CHECK FAIL'}",
                   flush=True)

@@ -31,6 +31,26 @@
     } while (0)
 
 static int g_fail, g_pass;
+static long g_nan_sign; /* NaN codes whose sign differs from the x86 CPU path (see below) */
+
+/* Codes equal, or both NaN: a NaN code's sign follows the platform's NaN
+ * propagation (x86 keeps the operand NaN and its default NaN is negative; CUDA
+ * returns the canonical +NaN, as PyTorch on the GPU does), so only "NaN or not"
+ * is compared and sign differences are counted for the log. */
+static int code_eq(uint8_t a, uint8_t b)
+{
+    if (a == b)
+        return 1;
+    if ((a & 0x7F) == 0x7F && (b & 0x7F) == 0x7F) {
+        g_nan_sign++;
+        return 1;
+    }
+    return 0;
+}
+static int scale_eq(float a, float b)
+{
+    return (a != a && b != b) || memcmp(&a, &b, 4) == 0;
+}
 
 static void report(const char *what, int ok, const char *fmt, double v)
 {
@@ -180,9 +200,9 @@ static void check_quant(int64_t m, int64_t k, int specials)
         CK(cudaMemcpy(s_gpu, ds, (size_t)m * 4, cudaMemcpyDeviceToHost));
         int64_t bad = st != OCT_OK ? -1 : 0;
         for (int64_t i = 0; i < m * k && bad >= 0; i++)
-            bad += q_ref[i] != q_gpu[i];
+            bad += !code_eq(q_ref[i], q_gpu[i]);
         for (int64_t i = 0; i < m && bad >= 0; i++)
-            bad += memcmp(&s_ref[i], &s_gpu[i], 4) != 0;
+            bad += !scale_eq(s_ref[i], s_gpu[i]);
         char what[96];
         snprintf(what, sizeof what, "quant_rows m=%lld k=%lld ub=%g%s", (long long)m, (long long)k,
                  (double)ubs[u], specials ? " nan/inf" : "");
@@ -197,9 +217,9 @@ static void check_quant(int64_t m, int64_t k, int specials)
         CK(cudaMemcpy(s_gpu, ds, (size_t)(m * nkb) * 4, cudaMemcpyDeviceToHost));
         int64_t bad = st != OCT_OK ? -1 : 0;
         for (int64_t i = 0; i < m * k && bad >= 0; i++)
-            bad += q_ref[i] != q_gpu[i];
+            bad += !code_eq(q_ref[i], q_gpu[i]);
         for (int64_t i = 0; i < m * nkb && bad >= 0; i++)
-            bad += memcmp(&s_ref[i], &s_gpu[i], 4) != 0;
+            bad += !scale_eq(s_ref[i], s_gpu[i]);
         char what[96];
         snprintf(what, sizeof what, "quant_groups m=%lld k=%lld%s", (long long)m, (long long)k,
                  specials ? " nan/inf" : "");
@@ -246,26 +266,29 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         double e_ = st_ == OCT_OK ? rel_err(y, ref, m * n) : INFINITY;                     \
         snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld [%s]", label, (long long)m,   \
                  (long long)n, (long long)k, st_ == OCT_OK ? oct_cuda_ctx_last_kernel(ctx) : oct_status_str(st_)); \
-        report(what, e_ < 1e-2, "rel err %.2e", e_);                                       \
+        if (st_ == OCT_ERR_UNSUPPORTED && strstr(label, " lt"))                            \
+            printf("%-58s skip (cuBLASLt has no kernel)\n", what);                        \
+        else                                                                               \
+            report(what, e_ < 1e-2, "rel err %.2e", e_);                                   \
     } while (0)
 
     /* per-token x per-channel */
     oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, 0.0f, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_ROW, sa, w.q_row, OCT_SCALE_ROW, w.s_row, NULL, ref);
-    if (k % 128 == 0)
-        RUN_CHECK("dyn token gemv", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+    for (int tma = 0; tma < 2 && k % 128 == 0; tma++) {
+        oct_cuda_ctx_set(ctx, "gemv_tma", tma);
+        RUN_CHECK(tma ? "dyn token gemv(tma)" : "dyn token gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+    }
     RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk, NULL, ref);
-    if (k % 128 == 0)
-        RUN_CHECK("dyn block gemv", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
-    for (int mn = 0; mn < 2; mn++) {
-        oct_cuda_ctx_set(ctx, "lt_block_mn_major", mn);
-        RUN_CHECK(mn ? "dyn block lt scales[k/128][m]" : "dyn block lt scales[m][k/128]",
-                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    for (int tma = 0; tma < 2 && k % 128 == 0; tma++) {
+        oct_cuda_ctx_set(ctx, "gemv_tma", tma);
+        RUN_CHECK(tma ? "dyn block gemv(tma)" : "dyn block gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
     }
-    oct_cuda_ctx_set(ctx, "lt_block_mn_major", 0);
+    RUN_CHECK("dyn block lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
     /* per-tensor, pre-quantized */
     {
         float st, sw1;
@@ -328,8 +351,8 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
-static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "dyn_lt", "block_auto", "w8a16", "quant_only"};
+enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_REG, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_reg", "dyn_lt", "block_auto", "w8a16", "quant_only"};
 
 static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm, FILE *csv)
 {
@@ -368,7 +391,7 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
         const int64_t m = ms[mi];
         printf("%6lld %5lldx%-6lld", (long long)m, (long long)k, (long long)n);
         for (int t = 0; t < T_COUNT; t++) {
-            if ((t == T_DYN_GEMV || t == T_W8A16) && m > 64) {
+            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_REG || t == T_W8A16) && m > 64) {
                 printf(" %10s", "-");
                 continue;
             }
@@ -381,6 +404,11 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
                 switch (t) {
                 case T_DYN_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
                 case T_DYN_GEMV: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL); break;
+                case T_DYN_GEMV_REG:
+                    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                    oct_cuda_ctx_set(ctx, "gemv_tma", 1);
+                    break;
                 case T_DYN_LT: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_LT, NULL); break;
                 case T_BLK_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
                 case T_W8A16: st = oct_cuda_gemv_w8a16(m, n, k, dx, w, dsr, dy, NULL); break;
@@ -452,7 +480,9 @@ int main(int argc, char **argv)
     check_gemm(ctx, 5, 384, 4096);
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
-    printf("checks: %d passed, %d failed\n", g_pass, g_fail);
+    oct_cuda_ctx_set(ctx, "gemv_tma", 1);
+    printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n", g_pass,
+           g_fail, g_nan_sign);
     if (!check_only) {
         FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
         if (csv)

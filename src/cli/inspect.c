@@ -125,8 +125,8 @@ int cli_inspect(int argc, char **argv)
         json_object_set_new(o, "model_type", json_string(c->model_type));
         json_object_set_new(
             o, "config",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:b}",
-                      "hidden_size", (json_int_t)c->hidden_size, "intermediate_size",
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:b}", "hidden_size",
+                      (json_int_t)c->hidden_size, "intermediate_size",
                       (json_int_t)c->intermediate_size, "num_hidden_layers",
                       (json_int_t)c->n_layers, "num_attention_heads", (json_int_t)c->n_heads,
                       "num_key_value_heads", (json_int_t)c->n_kv_heads, "head_dim",
@@ -141,21 +141,23 @@ int cli_inspect(int argc, char **argv)
             const oct_ckpt_linear *l = oct_checkpoint_linear(ck, i);
             json_t *e = json_object();
             json_object_set_new(e, "name", json_string(l->name));
-            json_object_set_new(e, "shape", json_pack("[I, I]", (json_int_t)l->out_features,
-                                                      (json_int_t)l->in_features));
+            json_object_set_new(
+                e, "shape",
+                json_pack("[I, I]", (json_int_t)l->out_features, (json_int_t)l->in_features));
             json_object_set_new(e, "weight_dtype", json_string(oct_dtype_str(l->weight->dtype)));
             json_object_set_new(e, "scale_kind", json_string(oct_wscale_kind_str(l->scale_kind)));
             if (l->weight_scale) {
                 json_object_set_new(e, "scale_tensor", json_string(l->weight_scale->name));
                 json_object_set_new(e, "scale_dtype",
                                     json_string(oct_dtype_str(l->weight_scale->dtype)));
-                json_object_set_new(e, "scale_shape",
-                                    json_pack("[I, I]", (json_int_t)l->scale_rows,
-                                              (json_int_t)l->scale_cols));
+                json_object_set_new(
+                    e, "scale_shape",
+                    json_pack("[I, I]", (json_int_t)l->scale_rows, (json_int_t)l->scale_cols));
             }
             if (l->block_n)
-                json_object_set_new(e, "block", json_pack("[I, I]", (json_int_t)l->block_n,
-                                                          (json_int_t)l->block_k));
+                json_object_set_new(
+                    e, "block",
+                    json_pack("[I, I]", (json_int_t)l->block_n, (json_int_t)l->block_k));
             json_object_set_new(e, "activation", json_string(oct_act_kind_str(l->activation)));
             if (l->act_group)
                 json_object_set_new(e, "act_group", json_integer(l->act_group));
@@ -199,8 +201,8 @@ int cli_inspect(int argc, char **argv)
            (long long)c->hidden_size, (long long)c->intermediate_size, (long long)c->n_layers,
            (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->head_dim,
            (long long)c->vocab_size);
-    printf("rope:         %s, theta %g; tie_word_embeddings %s; max positions %lld\n",
-           c->rope_type, c->rope_theta, c->tie_word_embeddings ? "true" : "false",
+    printf("rope:         %s, theta %g; tie_word_embeddings %s; max positions %lld\n", c->rope_type,
+           c->rope_theta, c->tie_word_embeddings ? "true" : "false",
            (long long)c->max_position_embeddings);
     printf("format:       %s\n", fmt);
     printf("scheme:       %s\n\n", oct_checkpoint_scheme(ck));

@@ -114,7 +114,8 @@ int cli_quantize(int argc, char **argv)
     else if (!strcmp(format, "fp8"))
         o.format = OCT_EXPORT_HF_FP8;
     else {
-        fprintf(stderr, "octet quantize: --format '%s' is not supported (compressed-tensors, fp8)\n",
+        fprintf(stderr,
+                "octet quantize: --format '%s' is not supported (compressed-tensors, fp8)\n",
                 format);
         return 2;
     }

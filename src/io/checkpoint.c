@@ -66,9 +66,15 @@ static bool is_embedding(const char *module)
 {
     const char *last = strrchr(module, '.');
     last = last ? last + 1 : module;
-    static const char *const emb[] = {"embed_tokens",    "wte",          "wpe",
-                                      "embeddings",      "word_embeddings", "embed_positions",
-                                      "position_embeddings", "tok_embeddings", "embed"};
+    static const char *const emb[] = {"embed_tokens",
+                                      "wte",
+                                      "wpe",
+                                      "embeddings",
+                                      "word_embeddings",
+                                      "embed_positions",
+                                      "position_embeddings",
+                                      "tok_embeddings",
+                                      "embed"};
     for (size_t i = 0; i < OCT_ARRAY_LEN(emb); i++)
         if (strcmp(last, emb[i]) == 0)
             return true;
@@ -224,6 +230,11 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
         io_qspec_none(&s, s.rule, NULL);
     }
     if (!s.quantized) {
+        if (fp8 && io_qconfig_format(ck->qc) == OCT_CKPT_BF16)
+            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
+                                 "%s: tensor '%s' is %s but config.json has no "
+                                 "quantization_config to give its scales",
+                                 w->file, w->name, oct_dtype_str(w->dtype));
         if (fp8)
             return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
                                  "%s: tensor '%s' is %s but the %s quantization_config leaves "
@@ -284,8 +295,8 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
         ok_dtype = is_float_dtype(sc->dtype) || sc->dtype == OCT_DT_F8_E8M0;
         ok_shape = sc->n_dims == 2 && sc->dims[0] == l->scale_rows && sc->dims[1] == l->scale_cols;
         snprintf(want, sizeof want, "[%lld, %lld] (ceil(%lld/%lld), ceil(%lld/%lld))",
-                 (long long)l->scale_rows, (long long)l->scale_cols, (long long)N,
-                 (long long)s.bn, (long long)K, (long long)s.bk);
+                 (long long)l->scale_rows, (long long)l->scale_cols, (long long)N, (long long)s.bn,
+                 (long long)K, (long long)s.bk);
         break;
     case OCT_WSCALE_MX:
         if (K % 32 != 0)
@@ -301,8 +312,7 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
         ok_shape = sc->n_dims == 2 && sc->dims[0] == N && sc->dims[1] == K / 32;
         snprintf(want, sizeof want, "[%lld, %lld]", (long long)N, (long long)(K / 32));
         break;
-    default:
-        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "bad scale kind");
+    default: return oct_error_set(err, OCT_ERR_INTERNAL, -1, "bad scale kind");
     }
     if (!ok_dtype)
         return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
@@ -313,8 +323,8 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
         return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
                              "%s: scale tensor '%s' has shape %s; %s scales of weight [%lld, "
                              "%lld] need %s",
-                             sc->file, sc->name, have, oct_wscale_kind_str(s.wkind),
-                             (long long)N, (long long)K, want);
+                             sc->file, sc->name, have, oct_wscale_kind_str(s.wkind), (long long)N,
+                             (long long)K, want);
     st = check_scale_values(sc, err);
     if (st != OCT_OK)
         return st;
@@ -402,10 +412,22 @@ static oct_status set_kv(oct_checkpoint *ck, oct_ckpt_kv *k, io_kv_kind kind, fl
     float *slot[2] = {NULL, NULL};
     const char **ssrc[2] = {NULL, NULL};
     switch (kind) {
-    case IO_KV_K: slot[0] = &k->k_scale; ssrc[0] = &k->k_source; break;
-    case IO_KV_V: slot[0] = &k->v_scale; ssrc[0] = &k->v_source; break;
-    case IO_KV_Q: slot[0] = &k->q_scale; ssrc[0] = &k->q_source; break;
-    case IO_KV_PROB: slot[0] = &k->prob_scale; ssrc[0] = &k->prob_source; break;
+    case IO_KV_K:
+        slot[0] = &k->k_scale;
+        ssrc[0] = &k->k_source;
+        break;
+    case IO_KV_V:
+        slot[0] = &k->v_scale;
+        ssrc[0] = &k->v_source;
+        break;
+    case IO_KV_Q:
+        slot[0] = &k->q_scale;
+        ssrc[0] = &k->q_source;
+        break;
+    case IO_KV_PROB:
+        slot[0] = &k->prob_scale;
+        ssrc[0] = &k->prob_source;
+        break;
     case IO_KV_KV:
         slot[0] = &k->k_scale;
         ssrc[0] = &k->k_source;
@@ -461,8 +483,8 @@ static oct_status collect_kv(build *b, oct_error *err)
             return st;
         if (!isfinite(v) || !(v > 0.0f))
             return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)t->file_offset,
-                                 "%s: KV-cache scale '%s' is %g (must be finite and > 0)",
-                                 t->file, t->name, (double)v);
+                                 "%s: KV-cache scale '%s' is %g (must be finite and > 0)", t->file,
+                                 t->name, (double)v);
         oct_ckpt_kv *k = kv_get(ck, attn, &cap);
         if (!k)
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
@@ -487,9 +509,8 @@ static oct_status collect_kv(build *b, oct_error *err)
                 k = &ck->kv[j];
         const char *which = !k || !k->k_source ? "k" : !k->v_source ? "v" : NULL;
         if (which) {
-            const char *decl = io_qconfig_format(ck->qc) == OCT_CKPT_QUARK
-                                   ? "export.kv_cache_group"
-                                   : "kv_cache_scheme";
+            const char *decl = io_qconfig_format(ck->qc) == OCT_CKPT_QUARK ? "export.kv_cache_group"
+                                                                           : "kv_cache_scheme";
             if (os_kv)
                 return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
                                      "%s: quantization_config.%s declares KV-cache scales but "
@@ -506,8 +527,7 @@ static oct_status collect_kv(build *b, oct_error *err)
 
 static bool scale_like(const char *name)
 {
-    static const char *const sfx[] = {"_scale", "_scale_inv", ".scale", "_zero_point",
-                                      "_scale_ub"};
+    static const char *const sfx[] = {"_scale", "_scale_inv", ".scale", "_zero_point", "_scale_ub"};
     size_t n = strlen(name);
     for (size_t i = 0; i < OCT_ARRAY_LEN(sfx); i++) {
         size_t m = strlen(sfx[i]);
@@ -537,7 +557,8 @@ static void make_scheme(oct_checkpoint *ck)
     }
     const char *s;
     if (kinds == 0)
-        s = io_qconfig_format(ck->qc) == OCT_CKPT_BF16 ? "unquantized" : "unquantized (all ignored)";
+        s = io_qconfig_format(ck->qc) == OCT_CKPT_BF16 ? "unquantized"
+                                                       : "unquantized (all ignored)";
     else if (mixed)
         s = "mixed";
     else if (wk == OCT_WSCALE_MX)

@@ -98,10 +98,10 @@ oct_status oct_ckpt_linear_read_codes(const oct_ckpt_linear *l, int64_t row0, in
 oct_status oct_ckpt_linear_read_scales(const oct_ckpt_linear *l, float *dst, oct_error *err)
 {
     if (!l || !dst)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_ckpt_linear_read_scales: bad arguments");
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "oct_ckpt_linear_read_scales: bad arguments");
     if (l->scale_kind == OCT_WSCALE_NONE)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "linear '%s' is not quantized",
-                             l->name);
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "linear '%s' is not quantized", l->name);
     int64_t n = l->scale_rows * l->scale_cols;
     for (int64_t i = 0; i < n; i++) {
         oct_status st = scale_at(l, i, &dst[i], err);

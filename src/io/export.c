@@ -45,9 +45,9 @@ typedef struct ctx {
 
 static bool is_scale_tensor(const char *name)
 {
-    static const char *const sfx[] = {".weight_scale", ".weight_scale_inv", ".input_scale",
-                                      ".weight_zero_point", ".input_zero_point",
-                                      ".output_scale", "_scale", ".scale"};
+    static const char *const sfx[] = {
+        ".weight_scale",     ".weight_scale_inv", ".input_scale", ".weight_zero_point",
+        ".input_zero_point", ".output_scale",     "_scale",       ".scale"};
     size_t n = strlen(name);
     for (size_t i = 0; i < OCT_ARRAY_LEN(sfx); i++) {
         size_t m = strlen(sfx[i]);
@@ -234,8 +234,8 @@ static json_t *make_qconfig(const ctx *c, const io_patterns *ign)
         if (io_patterns_match(ign, c->ignored[i]) < 0)
             json_array_append_new(ignore, json_string(c->ignored[i]));
     return json_pack("{s:s, s:s, s:s, s:{s:o}, s:o, s:n}", "quant_method", "compressed-tensors",
-                     "format", fmt, "quantization_status", "compressed", "config_groups",
-                     "group_0", group, "ignore", ignore, "kv_cache_scheme");
+                     "format", fmt, "quantization_status", "compressed", "config_groups", "group_0",
+                     group, "ignore", ignore, "kv_cache_scheme");
 }
 
 static oct_status write_config(const ctx *c, const char *out_dir, const io_patterns *ign,
@@ -284,11 +284,17 @@ static oct_status write_config(const ctx *c, const char *out_dir, const io_patte
 
 static oct_status copy_aux_files(const char *src_dir, const char *out_dir, oct_error *err)
 {
-    static const char *const files[] = {
-        "tokenizer.json",        "tokenizer_config.json", "special_tokens_map.json",
-        "generation_config.json", "tokenizer.model",      "vocab.json",
-        "merges.txt",            "added_tokens.json",     "chat_template.json",
-        "chat_template.jinja",   "preprocessor_config.json"};
+    static const char *const files[] = {"tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "generation_config.json",
+                                        "tokenizer.model",
+                                        "vocab.json",
+                                        "merges.txt",
+                                        "added_tokens.json",
+                                        "chat_template.json",
+                                        "chat_template.jinja",
+                                        "preprocessor_config.json"};
     for (size_t i = 0; i < OCT_ARRAY_LEN(files); i++) {
         char *s = io_path_join(src_dir, files[i]);
         char *d = io_path_join(out_dir, files[i]);
@@ -373,8 +379,7 @@ static oct_status plan(ctx *c, const io_patterns *ign, item *items, int64_t *n_i
         const int64_t N = l->out_features, K = l->in_features;
         bool hf = c->o->format == OCT_EXPORT_HF_FP8;
         snprintf(it->scale_name, sizeof it->scale_name, "%s.%s", l->name,
-                 hf && c->o->scheme == OCT_EXPORT_FP8_BLOCK ? "weight_scale_inv"
-                                                             : "weight_scale");
+                 hf && c->o->scheme == OCT_EXPORT_FP8_BLOCK ? "weight_scale_inv" : "weight_scale");
         it->sdtype = OCT_DT_F32;
         switch (c->o->scheme) {
         case OCT_EXPORT_FP8_DYNAMIC:
@@ -456,15 +461,14 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
     oct_free((void *)pats);
     if (st != OCT_OK)
         return st;
-    items = oct_calloc((size_t)oct_tensor_set_count(oct_checkpoint_tensors(src)) + 1,
-                       sizeof(item));
+    items = oct_calloc((size_t)oct_tensor_set_count(oct_checkpoint_tensors(src)) + 1, sizeof(item));
     if (!items) {
         st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         goto out;
     }
     st = oct_st_writer_create(out_dir, "model",
-                              opts->max_shard_bytes ? opts->max_shard_bytes : (size_t)5 << 30,
-                              &c.w, err);
+                              opts->max_shard_bytes ? opts->max_shard_bytes : (size_t)5 << 30, &c.w,
+                              err);
     if (st == OCT_OK)
         st = oct_st_writer_set_metadata(c.w, "format", "pt", err);
     if (st == OCT_OK)
@@ -489,8 +493,7 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
             st = dequant_bf16(&c, it, err);
             c.done += (uint64_t)it->t->numel * 2;
             break;
-        case ITEM_SKIP:
-            break;
+        case ITEM_SKIP: break;
         }
         progress(&c, it->t->name);
     }

@@ -16,8 +16,7 @@
 
 /* ---- files --------------------------------------------------------------- */
 /* Reads a whole (small) file into a NUL-terminated buffer (oct_free it). */
-oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len,
-                        oct_error *err);
+oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len, oct_error *err);
 /* "dir/name" into a fresh buffer (oct_free it); NULL on NOMEM. */
 char *io_path_join(const char *dir, const char *name);
 bool io_file_exists(const char *path);
@@ -68,27 +67,26 @@ bool io_fnmatch(const char *pattern, const char *name);
 typedef struct io_qspec {
     bool quantized;
     oct_wscale_kind wkind;
-    int64_t bn, bk;          /* BLOCK */
-    const char *scale_name;  /* suffix of the weight scale: "weight_scale" / "weight_scale_inv" */
-    bool channel_1d_ok;      /* CHANNEL scales may be [N] (Quark) as well as [N, 1] */
+    int64_t bn, bk;         /* BLOCK */
+    const char *scale_name; /* suffix of the weight scale: "weight_scale" / "weight_scale_inv" */
+    bool channel_1d_ok;     /* CHANNEL scales may be [N] (Quark) as well as [N, 1] */
     oct_act_kind act;
     int64_t act_group;
     float act_ub;
-    bool soft_ignore;        /* fp8: a substring match of modules_to_not_convert; unquantized if
-                              * the weight on disk is not FP8 (transformers semantics) */
+    bool soft_ignore; /* fp8: a substring match of modules_to_not_convert; unquantized if
+                       * the weight on disk is not FP8 (transformers semantics) */
     char rule[160];
 } io_qspec;
 
 typedef struct io_qconfig io_qconfig;
 /* Parses the quantization_config object (NULL -> plain checkpoint). */
-oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out,
-                            oct_error *err);
+oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out, oct_error *err);
 void io_qconfig_free(io_qconfig *q);
 oct_ckpt_format io_qconfig_format(const io_qconfig *q);
 /* The scheme for linear `name` (is_lm_head: vLLM's ParallelLMHead, which class
  * targets like "Linear" never match). */
-oct_status io_qconfig_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
-                              io_qspec *out, oct_error *err);
+oct_status io_qconfig_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                              oct_error *err);
 /* The config declares quantized KV-cache scales. */
 bool io_qconfig_kv_quantized(const io_qconfig *q);
 /* KV source names "<x>.{k,v,q}_proj.output_scale" are meaningful (fp8, quark). */
@@ -96,8 +94,8 @@ bool io_qconfig_output_scale_kv(const io_qconfig *q);
 
 /* Format parsers (qconfig_*.c); each fills the shared io_qconfig. */
 struct io_qconfig_ops {
-    oct_status (*resolve)(const io_qconfig *q, const char *name, bool is_lm_head,
-                          io_qspec *out, oct_error *err);
+    oct_status (*resolve)(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                          oct_error *err);
     void (*free_priv)(void *priv);
 };
 struct io_qconfig {
@@ -107,12 +105,10 @@ struct io_qconfig {
     const struct io_qconfig_ops *ops;
     void *priv;
 };
-oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q,
-                               oct_error *err);
+oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err);
 oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfig *q,
                                   oct_error *err);
-oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig *q,
-                                oct_error *err);
+oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err);
 oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconfig *q,
                                    oct_error *err);
 
@@ -120,12 +116,18 @@ oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconf
 void io_qspec_none(io_qspec *out, const char *why, const char *arg);
 
 /* ---- KV-scale names (spec §4.4) ----------------------------------------- */
-typedef enum { IO_KV_K = 0, IO_KV_V, IO_KV_Q, IO_KV_PROB, IO_KV_KV /* deprecated k+v */ } io_kv_kind;
+typedef enum {
+    IO_KV_K = 0,
+    IO_KV_V,
+    IO_KV_Q,
+    IO_KV_PROB,
+    IO_KV_KV /* deprecated k+v */
+} io_kv_kind;
 /* If `name` is a KV-cache scale, writes the canonical attention module name
  * ("<prefix>.attn") to attn (cap bytes) and its kind; is_zero_point marks
  * "<x>.{k,v,q}_zero_point".  output_scale_kv enables the
  * "<x>.{k,v,q}_proj.output_scale" / "prob_output_scale" names. */
-bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap,
-                 io_kv_kind *kind, bool *is_zero_point);
+bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap, io_kv_kind *kind,
+                 bool *is_zero_point);
 
 #endif

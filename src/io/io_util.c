@@ -10,8 +10,7 @@
 
 #include "io/io.h"
 
-oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len,
-                        oct_error *err)
+oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len, oct_error *err)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -74,8 +73,7 @@ bool io_file_exists(const char *path)
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-static oct_status write_all(int fd, const void *data, size_t len, const char *path,
-                            oct_error *err)
+static oct_status write_all(int fd, const void *data, size_t len, const char *path, oct_error *err)
 {
     const char *p = data;
     while (len > 0) {
@@ -108,8 +106,8 @@ oct_status io_write_atomic(const char *path, const void *data, size_t len, oct_e
     sprintf(tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        oct_status st = oct_error_set(err, OCT_ERR_IO, -1, "%s: cannot create: %s", tmp,
-                                      strerror(errno));
+        oct_status st =
+            oct_error_set(err, OCT_ERR_IO, -1, "%s: cannot create: %s", tmp, strerror(errno));
         oct_free(tmp);
         return st;
     }

@@ -10,11 +10,11 @@
 
 #include "io/io.h"
 
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        oct_status st_ = (expr);                                                           \
-        if (st_ != OCT_OK)                                                                 \
-            return st_;                                                                    \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        oct_status st_ = (expr);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return st_;                                                                            \
     } while (0)
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -45,8 +45,7 @@ static oct_status parse_rope(const json_t *rs, const char *where, oct_model_conf
     return OCT_OK;
 }
 
-static oct_status parse_model(const json_t *m, const char *L, oct_model_config *c,
-                              oct_error *err)
+static oct_status parse_model(const json_t *m, const char *L, oct_model_config *c, oct_error *err)
 {
     const char *s = NULL;
     TRY(io_json_str(m, "model_type", L, false, &s, err));

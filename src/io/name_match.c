@@ -9,8 +9,8 @@
 
 struct io_patterns {
     int n;
-    char **text;         /* [n] the entries as given */
-    pcre2_code **re;     /* [n] compiled "re:" entries, NULL for exact ones */
+    char **text;          /* [n] the entries as given */
+    pcre2_code **re;      /* [n] compiled "re:" entries, NULL for exact ones */
     pcre2_match_data *md; /* shared scratch: one matcher per thread */
 };
 
@@ -59,11 +59,11 @@ oct_status io_patterns_create(const char *const *patterns, int n, const char *fi
             if (!p->re[i]) {
                 PCRE2_UCHAR msg[160];
                 pcre2_get_error_message(ec, msg, sizeof msg);
-                oct_status st = oct_error_set(err, OCT_ERR_FORMAT, (int64_t)eoff,
-                                              "%s[%d]: pattern '%s' does not compile: %s (at "
-                                              "offset %zu)",
-                                              field, i, patterns[i], (const char *)msg,
-                                              (size_t)eoff);
+                oct_status st =
+                    oct_error_set(err, OCT_ERR_FORMAT, (int64_t)eoff,
+                                  "%s[%d]: pattern '%s' does not compile: %s (at "
+                                  "offset %zu)",
+                                  field, i, patterns[i], (const char *)msg, (size_t)eoff);
                 io_patterns_free(p);
                 return st;
             }
@@ -79,8 +79,8 @@ int io_patterns_match(const io_patterns *p, const char *name)
         return -1;
     for (int i = 0; i < p->n; i++) {
         if (p->re[i]) {
-            int rc = pcre2_match(p->re[i], (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, p->md,
-                                 NULL);
+            int rc =
+                pcre2_match(p->re[i], (PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, 0, 0, p->md, NULL);
             if (rc >= 0)
                 return i;
         } else if (strcmp(p->text[i], name) == 0) {

@@ -26,8 +26,8 @@ const char *oct_wscale_kind_str(oct_wscale_kind k)
 
 const char *oct_act_kind_str(oct_act_kind k)
 {
-    static const char *const names[] = {"none", "dynamic_token", "dynamic_tensor",
-                                        "dynamic_group", "static"};
+    static const char *const names[] = {"none", "dynamic_token", "dynamic_tensor", "dynamic_group",
+                                        "static"};
     return (unsigned)k < OCT_AKIND_KIND_COUNT ? names[k] : "?";
 }
 
@@ -39,8 +39,7 @@ void io_qspec_none(io_qspec *out, const char *why, const char *arg)
     snprintf(out->rule, sizeof out->rule, "%s%s", why, arg ? arg : "");
 }
 
-oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out,
-                            oct_error *err)
+oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out, oct_error *err)
 {
     *out = NULL;
     io_qconfig *q = oct_calloc(1, sizeof *q);
@@ -93,8 +92,8 @@ oct_ckpt_format io_qconfig_format(const io_qconfig *q)
     return q->format;
 }
 
-oct_status io_qconfig_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
-                              io_qspec *out, oct_error *err)
+oct_status io_qconfig_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                              oct_error *err)
 {
     if (!q->ops) {
         io_qspec_none(out, "no quantization_config", NULL);
@@ -128,8 +127,8 @@ static bool put_attn(char *attn, size_t cap, const char *name, size_t plen, cons
     return w > 0 && (size_t)w < cap;
 }
 
-bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap,
-                 io_kv_kind *kind, bool *is_zero_point)
+bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap, io_kv_kind *kind,
+                 bool *is_zero_point)
 {
     size_t p;
     *is_zero_point = false;
@@ -157,10 +156,14 @@ bool io_kv_remap(const char *name, bool output_scale_kv, char *attn, size_t cap,
     static const struct {
         const char *suf;
         io_kv_kind kind;
-    } mo[] = {{".k_proj.k_scale", IO_KV_K},     {".v_proj.v_scale", IO_KV_V},
-              {".qkv_proj.k_scale", IO_KV_K},   {".qkv_proj.v_scale", IO_KV_V},
-              {".qkqkv_proj.k_scale", IO_KV_K}, {".qkqkv_proj.v_scale", IO_KV_V},
-              {".q.scale", IO_KV_Q},            {".k_cache.scale", IO_KV_K},
+    } mo[] = {{".k_proj.k_scale", IO_KV_K},
+              {".v_proj.v_scale", IO_KV_V},
+              {".qkv_proj.k_scale", IO_KV_K},
+              {".qkv_proj.v_scale", IO_KV_V},
+              {".qkqkv_proj.k_scale", IO_KV_K},
+              {".qkqkv_proj.v_scale", IO_KV_V},
+              {".q.scale", IO_KV_Q},
+              {".k_cache.scale", IO_KV_K},
               {".v_cache.scale", IO_KV_V}};
     for (size_t i = 0; i < OCT_ARRAY_LEN(mo); i++)
         if (ends_with(name, mo[i].suf, &p)) {

@@ -52,11 +52,11 @@ static void ct_free(void *p)
     oct_free(c);
 }
 
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        oct_status st_ = (expr);                                                           \
-        if (st_ != OCT_OK)                                                                 \
-            return st_;                                                                    \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        oct_status st_ = (expr);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return st_;                                                                            \
     } while (0)
 
 /* Common checks of a QuantizationArgs: 8-bit float, symmetric. */
@@ -100,8 +100,8 @@ static oct_status get_dynamic(const json_t *a, const char *where, bool *dyn, oct
                          where);
 }
 
-static oct_status parse_weights(const json_t *w, const char *where, const char *fmt,
-                                io_qspec *s, oct_error *err)
+static oct_status parse_weights(const json_t *w, const char *where, const char *fmt, io_qspec *s,
+                                oct_error *err)
 {
     TRY(check_fp8_args(w, where, err));
     bool dyn;
@@ -203,8 +203,8 @@ static bool fmt_ok(const char *f)
            strcmp(f, "mxfp8-quantized") == 0;
 }
 
-static oct_status ct_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
-                             io_qspec *out, oct_error *err)
+static oct_status ct_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                             oct_error *err)
 {
     (void)err;
     const ct_priv *c = q->priv;
@@ -222,8 +222,9 @@ static oct_status ct_resolve(const io_qconfig *q, const char *name, bool is_lm_h
             const char *tg = c->targets[i];
             if (strncmp(tg, "re:", 3) == 0)
                 continue; /* compiled patterns were tried on the name above */
-            if (strcasestr(is_lm_head ? cls : "QKVParallelLinear RowParallelLinear "
-                                              "MergedColumnParallelLinear ReplicatedLinear",
+            if (strcasestr(is_lm_head ? cls
+                                      : "QKVParallelLinear RowParallelLinear "
+                                        "MergedColumnParallelLinear ReplicatedLinear",
                            tg) &&
                 !strchr(tg, '.'))
                 t = i;
@@ -241,8 +242,7 @@ static oct_status ct_resolve(const io_qconfig *q, const char *name, bool is_lm_h
 
 static const struct io_qconfig_ops k_ct_ops = {ct_resolve, ct_free};
 
-oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q,
-                               oct_error *err)
+oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err)
 {
     ct_priv *c = oct_calloc(1, sizeof *c);
     if (!c)
@@ -327,9 +327,9 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
         }
         const json_t *oa = json_object_get(g, "output_activations");
         if (st == OCT_OK && oa && !json_is_null(oa))
-            st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                               "%s.output_activations: output quantization is not supported",
-                               where);
+            st =
+                oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                              "%s.output_activations: output quantization is not supported", where);
         grp->spec.quantized = true;
         for (int i = 0; st == OCT_OK && i < n_list; i++) {
             if ((size_t)c->n_targets == cap_t) {

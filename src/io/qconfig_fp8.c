@@ -35,15 +35,15 @@ static void f8_free(void *p)
     oct_free(f);
 }
 
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        oct_status st_ = (expr);                                                           \
-        if (st_ != OCT_OK)                                                                 \
-            return st_;                                                                    \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        oct_status st_ = (expr);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return st_;                                                                            \
     } while (0)
 
-static oct_status f8_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
-                             io_qspec *out, oct_error *err)
+static oct_status f8_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                             oct_error *err)
 {
     (void)err;
     const f8_priv *f = q->priv;
@@ -98,8 +98,7 @@ static oct_status read_ignore(const json_t *qc, const char *label, f8_priv *f, b
     return io_json_str_array(qc, "modules_to_not_convert", label, &f->ignore, &f->n_ignore, err);
 }
 
-oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig *q,
-                                oct_error *err)
+oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err)
 {
     f8_priv *f = oct_calloc(1, sizeof *f);
     if (!f)

@@ -48,11 +48,11 @@ static void qk_free(void *p)
     oct_free(k);
 }
 
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        oct_status st_ = (expr);                                                           \
-        if (st_ != OCT_OK)                                                                 \
-            return st_;                                                                    \
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        oct_status st_ = (expr);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return st_;                                                                            \
     } while (0)
 
 static bool is_null(const json_t *v)
@@ -62,8 +62,8 @@ static bool is_null(const json_t *v)
 
 /* Parses one layer config; is_kv: the layer is in kv_cache_group (its
  * output_tensors are the KV spec). */
-static oct_status parse_layer_cfg(const json_t *cfg, const char *where, bool is_kv,
-                                  io_qspec *s, bool *kv_ok, oct_error *err)
+static oct_status parse_layer_cfg(const json_t *cfg, const char *where, bool is_kv, io_qspec *s,
+                                  bool *kv_ok, oct_error *err)
 {
     memset(s, 0, sizeof *s);
     if (!json_is_object(cfg))
@@ -156,8 +156,8 @@ static bool in_kv_group(const qk_priv *k, const char *name)
     return false;
 }
 
-static oct_status qk_resolve(const io_qconfig *q, const char *name, bool is_lm_head,
-                             io_qspec *out, oct_error *err)
+static oct_status qk_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
+                             oct_error *err)
 {
     (void)err;
     const qk_priv *k = q->priv;

@@ -36,8 +36,7 @@ struct oct_safetensors {
     int n_meta;
 };
 
-#define ST_FAIL(err, st, off, ...) \
-    (oct_error_set((err), (st), (int64_t)(off), __VA_ARGS__), (st))
+#define ST_FAIL(err, st, off, ...) (oct_error_set((err), (st), (int64_t)(off), __VA_ARGS__), (st))
 
 /* Validates UTF-8 (no overlongs, no surrogates, <= U+10FFFF).  Returns the
  * index of the first bad byte or len; *in_string says whether that byte lies
@@ -151,8 +150,7 @@ void oct_safetensors_free(oct_safetensors *st)
     oct_free(st);
 }
 
-static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off,
-                                 oct_error *err)
+static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off, oct_error *err)
 {
     if (!json_is_object(meta))
         return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: __metadata__ is not a JSON object",
@@ -180,20 +178,20 @@ static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off,
 
 /* Fills t from the header entry `v` of tensor `name`; `data_len` is the size
  * of the data section. */
-static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v,
-                              int64_t off, uint64_t data_len, oct_tensor *t, oct_error *err)
+static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v, int64_t off,
+                              uint64_t data_len, oct_tensor *t, oct_error *err)
 {
     const char *L = st->label;
     if (!json_is_object(v))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': entry is not a JSON object",
-                       L, name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': entry is not a JSON object", L,
+                       name);
     const char *k;
     json_t *x;
     json_object_foreach(v, k, x)
     {
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0)
-            return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': unknown key '%s'", L,
-                           name, k);
+            return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': unknown key '%s'", L, name,
+                           k);
     }
     const json_t *jd = json_object_get(v, "dtype");
     const json_t *js = json_object_get(v, "shape");
@@ -206,8 +204,8 @@ static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v,
         return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': missing \"data_offsets\"", L,
                        name);
     if (!json_is_string(jd))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': \"dtype\" is not a string",
-                       L, name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': \"dtype\" is not a string", L,
+                       name);
     if (oct_dtype_parse(json_string_value(jd), &t->dtype) != OCT_OK)
         return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': unknown dtype '%s'", L, name,
                        json_string_value(jd));
@@ -224,8 +222,7 @@ static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v,
         const json_t *d = json_array_get(js, i);
         if (!json_is_integer(d) || json_integer_value(d) < 0)
             return ST_FAIL(err, OCT_ERR_FORMAT, off,
-                           "%s: tensor '%s': shape[%zu] is not a non-negative integer", L, name,
-                           i);
+                           "%s: tensor '%s': shape[%zu] is not a non-negative integer", L, name, i);
         t->dims[i] = (int64_t)json_integer_value(d);
     }
     size_t numel, bytes;
@@ -247,21 +244,21 @@ static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v,
     uint64_t b = (uint64_t)json_integer_value(jb), e = (uint64_t)json_integer_value(je);
     if (b > e)
         return ST_FAIL(err, OCT_ERR_FORMAT, off,
-                       "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", L,
-                       name, (unsigned long long)b, (unsigned long long)e);
+                       "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", L, name,
+                       (unsigned long long)b, (unsigned long long)e);
     if (e > data_len)
-        return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)(st->data_start + (b < data_len ? b : data_len)),
-                       "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the data "
-                       "section (%llu bytes)",
-                       L, name, (unsigned long long)b, (unsigned long long)e,
-                       (unsigned long long)data_len);
+        return ST_FAIL(
+            err, OCT_ERR_FORMAT, (int64_t)(st->data_start + (b < data_len ? b : data_len)),
+            "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the data "
+            "section (%llu bytes)",
+            L, name, (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_len);
     if (e - b != (uint64_t)bytes)
         return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)(st->data_start + b),
                        "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but %s with "
                        "%lld elements needs %zu",
                        L, name, (unsigned long long)b, (unsigned long long)e,
-                       (unsigned long long)(e - b), oct_dtype_str(t->dtype),
-                       (long long)t->numel, bytes);
+                       (unsigned long long)(e - b), oct_dtype_str(t->dtype), (long long)t->numel,
+                       bytes);
     char *copy = oct_strdup(name);
     if (!copy)
         return ST_FAIL(err, OCT_ERR_NOMEM, -1, "%s: out of memory", L);
@@ -304,10 +301,10 @@ static oct_status parse_header(oct_safetensors *st, oct_error *err)
     bool in_string = false;
     size_t bad = utf8_check(hdr, (size_t)hlen, &in_string);
     if (bad != hlen)
-        return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)(8 + bad),
-                       "%s: header is not valid UTF-8 at byte %llu (%s)", L,
-                       (unsigned long long)(8 + bad),
-                       in_string ? "inside a string: a tensor name or metadata" : "outside strings");
+        return ST_FAIL(
+            err, OCT_ERR_FORMAT, (int64_t)(8 + bad),
+            "%s: header is not valid UTF-8 at byte %llu (%s)", L, (unsigned long long)(8 + bad),
+            in_string ? "inside a string: a tensor name or metadata" : "outside strings");
     st->data_start = 8 + hlen;
     uint64_t data_len = st->size - st->data_start;
 

@@ -41,9 +41,9 @@ struct oct_st_writer {
     bool begun, finished, failed;
     w_shard *shards;
     int n_shards;
-    int fd;        /* open shard, -1 none */
-    int fd_shard;  /* which shard fd belongs to */
-    int64_t cur;   /* tensor being filled */
+    int fd;       /* open shard, -1 none */
+    int fd_shard; /* which shard fd belongs to */
+    int64_t cur;  /* tensor being filled */
     size_t cur_written;
 };
 
@@ -93,11 +93,11 @@ oct_status oct_st_writer_set_metadata(oct_st_writer *w, const char *key, const c
     return OCT_OK;
 }
 
-oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype,
-                                 int n_dims, const int64_t *dims, oct_error *err)
+oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype, int n_dims,
+                                 const int64_t *dims, oct_error *err)
 {
-    if (!w || !name || w->begun || n_dims < 0 || n_dims > OCT_MAX_DIMS ||
-        (n_dims > 0 && !dims) || oct_dtype_size(dtype) == 0)
+    if (!w || !name || w->begun || n_dims < 0 || n_dims > OCT_MAX_DIMS || (n_dims > 0 && !dims) ||
+        oct_dtype_size(dtype) == 0)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "oct_st_writer_declare: bad arguments for tensor '%s'",
                              name ? name : "(null)");
@@ -153,9 +153,9 @@ static oct_status build_header(const oct_st_writer *w, int s, char **out, size_t
         json_t *shape = json_array();
         for (int d = 0; shape && d < e->n_dims; d++)
             json_array_append_new(shape, json_integer((json_int_t)e->dims[d]));
-        json_t *t = json_pack("{s:s, s:o, s:[I, I]}", "dtype", oct_dtype_str(e->dtype), "shape",
-                              shape, "data_offsets", (json_int_t)e->offset,
-                              (json_int_t)(e->offset + e->bytes));
+        json_t *t =
+            json_pack("{s:s, s:o, s:[I, I]}", "dtype", oct_dtype_str(e->dtype), "shape", shape,
+                      "data_offsets", (json_int_t)e->offset, (json_int_t)(e->offset + e->bytes));
         if (!t || json_object_set_new(root, e->name, t) != 0) {
             json_decref(root);
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory building the header");
@@ -183,8 +183,7 @@ static oct_status build_header(const oct_st_writer *w, int s, char **out, size_t
     return st;
 }
 
-static oct_status write_fd(int fd, const void *data, size_t len, const char *path,
-                           oct_error *err)
+static oct_status write_fd(int fd, const void *data, size_t len, const char *path, oct_error *err)
 {
     const char *p = data;
     while (len > 0) {
@@ -296,8 +295,8 @@ static oct_status advance(oct_st_writer *w, oct_error *err)
     return OCT_OK;
 }
 
-oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data,
-                                size_t size, oct_error *err)
+oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data, size_t size,
+                                oct_error *err)
 {
     if (!w || !name || (!data && size > 0) || !w->begun || w->finished)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_st_writer_append: bad state");
@@ -314,8 +313,8 @@ oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *
                      w->cur < w->n ? w->e[w->cur].name : "(none: all complete)");
     w_entry *e = &w->e[w->cur];
     if (size > e->bytes - w->cur_written)
-        return WFAIL(w, err, OCT_ERR_INVALID_ARG, "tensor '%s': more bytes appended than its declared shape holds",
-                     name);
+        return WFAIL(w, err, OCT_ERR_INVALID_ARG,
+                     "tensor '%s': more bytes appended than its declared shape holds", name);
     st = write_fd(w->fd, data, size, w->shards[w->fd_shard].tmp_path, err);
     if (st != OCT_OK) {
         w->failed = true;
@@ -340,8 +339,8 @@ oct_status oct_st_writer_finish(oct_st_writer *w, oct_error *err)
         st = close_shard(w, err);
     for (int s = 0; st == OCT_OK && s < w->n_shards; s++) {
         if (rename(w->shards[s].tmp_path, w->shards[s].final_path) != 0)
-            st = oct_error_set(err, OCT_ERR_IO, -1, "%s: rename failed: %s",
-                               w->shards[s].tmp_path, strerror(errno));
+            st = oct_error_set(err, OCT_ERR_IO, -1, "%s: rename failed: %s", w->shards[s].tmp_path,
+                               strerror(errno));
     }
     if (st == OCT_OK && w->n_shards > 1) {
         json_t *root = json_object(), *meta = json_object(), *wm = json_object();
@@ -351,8 +350,7 @@ oct_status oct_st_writer_finish(oct_st_writer *w, oct_error *err)
         json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
         json_object_set_new(root, "metadata", meta);
         for (int64_t i = 0; i < w->n; i++)
-            json_object_set_new(wm, w->e[i].name,
-                                json_string(w->shards[w->e[i].shard].file_name));
+            json_object_set_new(wm, w->e[i].name, json_string(w->shards[w->e[i].shard].file_name));
         json_object_set_new(root, "weight_map", wm);
         char *js = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(root);

@@ -8,14 +8,14 @@ static const struct {
     const char *name;
     size_t size;
 } k_dtypes[OCT_DTYPE_COUNT] = {
-    [OCT_DT_F64] = {"F64", 8},     [OCT_DT_F32] = {"F32", 4},
-    [OCT_DT_F16] = {"F16", 2},     [OCT_DT_BF16] = {"BF16", 2},
+    [OCT_DT_F64] = {"F64", 8},         [OCT_DT_F32] = {"F32", 4},
+    [OCT_DT_F16] = {"F16", 2},         [OCT_DT_BF16] = {"BF16", 2},
     [OCT_DT_F8_E4M3] = {"F8_E4M3", 1}, [OCT_DT_F8_E5M2] = {"F8_E5M2", 1},
     [OCT_DT_F8_E8M0] = {"F8_E8M0", 1}, [OCT_DT_U8] = {"U8", 1},
-    [OCT_DT_I8] = {"I8", 1},       [OCT_DT_I16] = {"I16", 2},
-    [OCT_DT_U16] = {"U16", 2},     [OCT_DT_I32] = {"I32", 4},
-    [OCT_DT_U32] = {"U32", 4},     [OCT_DT_I64] = {"I64", 8},
-    [OCT_DT_U64] = {"U64", 8},     [OCT_DT_BOOL] = {"BOOL", 1},
+    [OCT_DT_I8] = {"I8", 1},           [OCT_DT_I16] = {"I16", 2},
+    [OCT_DT_U16] = {"U16", 2},         [OCT_DT_I32] = {"I32", 4},
+    [OCT_DT_U32] = {"U32", 4},         [OCT_DT_I64] = {"I64", 8},
+    [OCT_DT_U64] = {"U64", 8},         [OCT_DT_BOOL] = {"BOOL", 1},
 };
 
 const char *oct_dtype_str(oct_dtype dt)
@@ -66,9 +66,7 @@ oct_status oct_tensor_read_f32(const oct_tensor *t, int64_t first, int64_t n, fl
     const uint8_t *src = (const uint8_t *)t->data + (size_t)first * oct_dtype_size(t->dtype);
     size_t count = (size_t)n;
     switch (t->dtype) {
-    case OCT_DT_F32:
-        memcpy(dst, src, count * sizeof(float));
-        return OCT_OK;
+    case OCT_DT_F32: memcpy(dst, src, count * sizeof(float)); return OCT_OK;
     case OCT_DT_F64:
         for (size_t i = 0; i < count; i++) {
             double d;
@@ -84,12 +82,9 @@ oct_status oct_tensor_read_f32(const oct_tensor *t, int64_t first, int64_t n, fl
         for (size_t i = 0; i < count; i++)
             dst[i] = oct_f16_to_f32(load_u16(src + 2 * i));
         return OCT_OK;
-    case OCT_DT_F8_E4M3:
-        return oct_fp8_to_f32(OCT_FP8_E4M3FN, src, dst, count);
-    case OCT_DT_F8_E5M2:
-        return oct_fp8_to_f32(OCT_FP8_E5M2, src, dst, count);
-    case OCT_DT_F8_E8M0:
-        return oct_fp8_to_f32(OCT_FP8_E8M0FNU, src, dst, count);
+    case OCT_DT_F8_E4M3: return oct_fp8_to_f32(OCT_FP8_E4M3FN, src, dst, count);
+    case OCT_DT_F8_E5M2: return oct_fp8_to_f32(OCT_FP8_E5M2, src, dst, count);
+    case OCT_DT_F8_E8M0: return oct_fp8_to_f32(OCT_FP8_E8M0FNU, src, dst, count);
     default:
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, (int64_t)t->file_offset,
                              "%s: tensor '%s' has dtype %s, not a float type", t->file, t->name,

@@ -91,7 +91,7 @@ static oct_status open_index(oct_tensor_set *ts, const char *dir, const char *in
     size_t len = 0;
     json_t *root = NULL;
     const char **names = NULL; /* distinct file names (borrowed from the JSON) */
-    int *file_of = NULL; /* [n_names] index into ts->files */
+    int *file_of = NULL;       /* [n_names] index into ts->files */
     size_t cap = 0;
     oct_status st = io_read_text(index_path, OCT_JSON_MAX_FILE, &text, &len, err);
     if (st != OCT_OK)
@@ -101,8 +101,8 @@ static oct_status open_index(oct_tensor_set *ts, const char *dir, const char *in
         goto out;
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm)) {
-        st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: \"weight_map\" is missing or not an object",
-                           index_path);
+        st = oct_error_set(err, OCT_ERR_FORMAT, -1,
+                           "%s: \"weight_map\" is missing or not an object", index_path);
         goto out;
     }
     size_t n_map = json_object_size(wm);
@@ -256,10 +256,9 @@ oct_status oct_tensor_set_open(const char *dir, oct_tensor_set **out, oct_error 
             qsort(ts->tensors, (size_t)ts->n, sizeof(*ts->tensors), cmp_name);
         for (int64_t i = 1; i < ts->n; i++) {
             if (strcmp(ts->tensors[i - 1]->name, ts->tensors[i]->name) == 0) {
-                st = oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                   "%s: tensor '%s' is stored twice (in %s and %s)", dir,
-                                   ts->tensors[i]->name, ts->tensors[i - 1]->file,
-                                   ts->tensors[i]->file);
+                st = oct_error_set(
+                    err, OCT_ERR_FORMAT, -1, "%s: tensor '%s' is stored twice (in %s and %s)", dir,
+                    ts->tensors[i]->name, ts->tensors[i - 1]->file, ts->tensors[i]->file);
                 break;
             }
         }

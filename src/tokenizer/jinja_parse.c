@@ -737,8 +737,12 @@ static bool body(parser *p, jnodes *out, const char *const *stops)
     while (!p->failed) {
         const jtok *t = cur(p);
         if (t->t == JT_EOF) {
-            if (stops)
-                fail(p, "unexpected end of template (missing {%% %s %%})", stops[0]);
+            if (stops) {
+                size_t k = 0;
+                while (stops[k + 1])
+                    k++; /* the closing tag is listed last */
+                fail(p, "unexpected end of template (missing {%% %s %%})", stops[k]);
+            }
             return !p->failed;
         }
         if (t->t == JT_TEXT) {

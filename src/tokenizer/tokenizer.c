@@ -168,8 +168,11 @@ static oct_status parse_added(oct_tokenizer *t, const json_t *arr, oct_error *er
             a->content = NULL;
             continue; /* duplicate content: the first definition wins */
         }
-        if (!tok_strmap_put(&t->added_map, content, len, (int32_t)t->n_added))
+        if (!tok_strmap_put(&t->added_map, content, len, (int32_t)t->n_added)) {
+            oct_free(a->content);
+            a->content = NULL;
             return nomem(err);
+        }
         t->n_added++;
     }
     return OCT_OK;

@@ -106,6 +106,14 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
                                      oct_scale_kind kind, uint16_t *y, bool pdl,
                                      cudaStream_t st);
 
+/* The bulk-copy version (gemv_fp8_tma.cu): m <= 64, k % 1024 == 0, sm_90. */
+cudaError_t oct_cuda_gemv_w8a8_tma_launch(int m, int n, int k, const uint8_t *a, const float *sa,
+                                          const uint8_t *w, const float *sw, oct_scale_kind kind,
+                                          uint16_t *y, bool pdl, cudaStream_t st);
+/* Which small-M kernel the launcher uses: 1 bulk-copy (default where it applies),
+ * 0 register-streaming (OCTET_CUDA_GEMV=reg). */
+extern int oct_cuda_gemv_use_tma;
+
 /* ---- the context (linear.cu) ---- */
 
 typedef struct oct_lt_plan oct_lt_plan; /* gemm_lt.cu */

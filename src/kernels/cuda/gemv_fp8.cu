@@ -28,7 +28,12 @@
 // The first batch of weights is requested before griddepcontrol.wait: launched
 // with programmatic dependent launch after the activation quantizer, the weight
 // stream starts while the quantizer is still running.
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cuda/cuda_impl.h"
+
+int oct_cuda_gemv_use_tma = 1;
 
 namespace {
 
@@ -213,6 +218,17 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
         return OCT_ERR_UNSUPPORTED;
     if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 || (((uintptr_t)a | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
+    static int sm90 = -1;
+    if (sm90 < 0) {
+        int dev = 0, major = 0;
+        const char *env = getenv("OCTET_CUDA_GEMV");
+        if (env && !strcmp(env, "reg"))
+            oct_cuda_gemv_use_tma = 0;
+        sm90 = cudaGetDevice(&dev) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+               major == 9;
+    }
+    const bool tma = oct_cuda_gemv_use_tma && sm90 && k % 1024 == 0;
     // Tokens in chunks of 64 (the weights are re-read per chunk: callers use the
     // tensor-core GEMM well before that matters).
     for (int64_t m0 = 0; m0 < m; m0 += 64) {
@@ -221,7 +237,9 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
         const uint8_t *ac = a + m0 * k;
         const float *sac = kind == OCT_SCALE_BLOCK128 ? sa + m0 * nkb : sa + m0;
         uint16_t *yc = y + m0 * n;
-        cudaError_t e = kind == OCT_SCALE_BLOCK128
+        cudaError_t e = tma ? oct_cuda_gemv_w8a8_tma_launch(mc, (int)n, (int)k, ac, sac, w, sw, kind, yc,
+                                                            pdl && m0 == 0, st)
+                        : kind == OCT_SCALE_BLOCK128
                             ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st)
                             : launch_kind<false>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st);
         if (e != cudaSuccess)

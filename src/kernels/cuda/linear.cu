@@ -9,8 +9,9 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-// Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to here.
-#define OCT_CUDA_GEMV_MAX_M_DEFAULT 64
+// Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
+// tokens everywhere, up to 32 on the narrower layers; cuBLASLt beyond.
+#define OCT_CUDA_GEMV_MAX_M_DEFAULT 32
 #define OCT_CUDA_LT_WS_BYTES ((size_t)32 << 20)
 
 oct_status oct_cuda_grow(void **buf, size_t *have, size_t need)
@@ -42,6 +43,7 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     if (!c)
         return OCT_ERR_NOMEM;
     c->gemv_max_m = OCT_CUDA_GEMV_MAX_M_DEFAULT;
+    c->lt_block_mn_major = 1; // measured: cuBLASLt 13.1 reads VEC128 scales as [k/128][m]
     const char *env = getenv("OCTET_CUDA_GEMV_MAX_M");
     if (env && *env)
         c->gemv_max_m = atoll(env);
@@ -95,6 +97,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         return OCT_ERR_INVALID_ARG;
     if (!strcmp(key, "gemv_max_m"))
         c->gemv_max_m = value;
+    else if (!strcmp(key, "gemv_tma"))
+        oct_cuda_gemv_use_tma = value != 0;
     else if (!strcmp(key, "lt_block_mn_major"))
         c->lt_block_mn_major = (int)value;
     else
@@ -107,13 +111,15 @@ extern "C" const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *c)
     return c ? c->last_kernel : "";
 }
 
-static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t k, int path)
+static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int path)
 {
     if (path == OCT_CUDA_PATH_GEMV)
         return true;
     if (path == OCT_CUDA_PATH_LT)
         return false;
-    return m <= c->gemv_max_m && k % 128 == 0;
+    if (k % 128 != 0 || m > c->gemv_max_m)
+        return false;
+    return m <= 16 || n < 16384 || c->gemv_max_m > OCT_CUDA_GEMV_MAX_M_DEFAULT;
 }
 
 extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
@@ -133,7 +139,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     if (s != OCT_OK)
         return s;
     uint16_t *yo = static_cast<uint16_t *>(y);
-    const bool gemv = use_gemv(c, m, k, path);
+    const bool gemv = use_gemv(c, m, n, k, path);
     if (kind == OCT_SCALE_ROW) {
         s = oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
         if (s != OCT_OK)
@@ -152,7 +158,19 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
         snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true, st);
     }
-    return oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_BLOCK128, c->s, w, OCT_SCALE_BLOCK128, sw, yo, st);
+    s = oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_BLOCK128, c->s, w, OCT_SCALE_BLOCK128, sw, yo, st);
+    if (s == OCT_ERR_UNSUPPORTED && path == OCT_CUDA_PATH_AUTO && k % 128 == 0) {
+        // cuBLASLt has no block-scaled kernel here: the streaming kernel, 64 tokens
+        // per weight pass (requantize in its scale layout if we used the other).
+        if (mn) {
+            s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, nkb, 1, st);
+            if (s != OCT_OK)
+                return s;
+        }
+        snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block(lt refused)");
+        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true, st);
+    }
+    return s;
 }
 
 namespace {
@@ -176,7 +194,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_OK;
     cudaStream_t st = oct_cuda_stream(stream);
     uint16_t *yo = static_cast<uint16_t *>(y);
-    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, k, path)) {
+    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, n, k, path)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
