@@ -290,7 +290,8 @@ def sentencepiece_like(lines, extra_specials=()):
         added.append({"id": i, "content": t, "single_word": False, "lstrip": False,
                       "rstrip": False, "normalized": False, "special": True})
     for t in extra_specials:
-        vocab[t] = len(vocab)
+        if t not in vocab:
+            vocab[t] = len(vocab)
         added.append({"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
                       "rstrip": False, "normalized": False, "special": True})
     d["added_tokens"] = added

@@ -33,7 +33,10 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-int oct_cuda_gemv_use_tma = 1;
+// Measured on the H200 (docs/BENCHMARKS.md): the register-streaming kernel beat the
+// bulk-copy one at every M, so it is the default (OCTET_CUDA_GEMV=tma or the
+// context knob "gemv_tma" selects the other).
+int oct_cuda_gemv_use_tma = 0;
 
 namespace {
 
@@ -222,8 +225,8 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
     if (sm90 < 0) {
         int dev = 0, major = 0;
         const char *env = getenv("OCTET_CUDA_GEMV");
-        if (env && !strcmp(env, "reg"))
-            oct_cuda_gemv_use_tma = 0;
+        if (env && !strcmp(env, "tma"))
+            oct_cuda_gemv_use_tma = 1;
         sm90 = cudaGetDevice(&dev) == cudaSuccess &&
                cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                major == 9;
