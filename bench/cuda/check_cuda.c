@@ -279,6 +279,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         oct_cuda_ctx_set(ctx, "gemv_tma", tma);
         RUN_CHECK(tma ? "dyn token gemv(tma)" : "dyn token gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
     }
+    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
@@ -287,6 +288,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         oct_cuda_ctx_set(ctx, "gemv_tma", tma);
         RUN_CHECK(tma ? "dyn block gemv(tma)" : "dyn block gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
     }
+    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     RUN_CHECK("dyn block lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
     /* per-tensor, pre-quantized */
@@ -351,8 +353,8 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_REG, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
-static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_reg", "dyn_lt", "block_auto", "w8a16", "quant_only"};
+enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_TMA, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_tma", "dyn_lt", "block_auto", "w8a16", "quant_only"};
 
 static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm, FILE *csv)
 {
@@ -391,7 +393,7 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
         const int64_t m = ms[mi];
         printf("%6lld %5lldx%-6lld", (long long)m, (long long)k, (long long)n);
         for (int t = 0; t < T_COUNT; t++) {
-            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_REG || t == T_W8A16) && m > 64) {
+            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_TMA || t == T_W8A16) && m > 64) {
                 printf(" %10s", "-");
                 continue;
             }
@@ -404,10 +406,10 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
                 switch (t) {
                 case T_DYN_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
                 case T_DYN_GEMV: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL); break;
-                case T_DYN_GEMV_REG:
-                    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
-                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                case T_DYN_GEMV_TMA:
                     oct_cuda_ctx_set(ctx, "gemv_tma", 1);
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
                     break;
                 case T_DYN_LT: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_LT, NULL); break;
                 case T_BLK_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
@@ -480,7 +482,7 @@ int main(int argc, char **argv)
     check_gemm(ctx, 5, 384, 4096);
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
-    oct_cuda_ctx_set(ctx, "gemv_tma", 1);
+    oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n", g_pass,
            g_fail, g_nan_sign);
     if (!check_only) {

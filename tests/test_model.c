@@ -1,0 +1,230 @@
+/* test_model.c — the model runtime against transformers (fixtures made by
+ * tools/make_model_fixtures.py on an H200: tiny random Llama (llama3 RoPE,
+ * tied embeddings), Mistral (sliding window 8), Qwen2 (qkv bias), Qwen3 (q/k
+ * norm, head_dim != hidden/heads), Granite (multipliers)); plus the online
+ * quantization config contract (spec §3) on the bundled demo model. */
+#include <math.h>
+
+#include "fixture_st.h"
+#include "octet.h"
+#include "testlib.h"
+
+static const char *k_archs[] = {"llama", "mistral", "qwen2", "qwen3", "granite"};
+
+/* Logits of every position of ids, and the greedy continuation. */
+static void check_arch(const char *arch)
+{
+    char dir[256], exp[300];
+    snprintf(dir, sizeof dir, "tests/fixtures/models/model_%s", arch);
+    snprintf(exp, sizeof exp, "models/model_%s/expected.safetensors", arch);
+    fixture_st st;
+    REQUIRE(fixture_st_open(&st, exp) == 0);
+    int64_t sh[4];
+    size_t nb;
+    const int32_t *ids = fixture_st_get(&st, "ids", sh, NULL, &nb);
+    int64_t T = sh[0];
+    const float *want = fixture_st_get(&st, "logits", sh, NULL, NULL);
+    int64_t V = sh[1];
+    const int32_t *greedy = fixture_st_get(&st, "greedy", sh, NULL, NULL);
+    int64_t G = sh[0];
+    oct_model_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.dtype = "float32";
+    oct_model *m = NULL;
+    oct_error err;
+    oct_status s = oct_model_load(dir, &opts, &m, &err);
+    CHECKF(s == OCT_OK, "%s: %s", arch, err.message);
+    if (s != OCT_OK) {
+        fixture_st_close(&st);
+        return;
+    }
+    CHECK(oct_model_vocab_size(m) == V);
+    oct_session *sess = NULL;
+    REQUIRE(oct_session_create(m, 1, T + G + 1, &sess, &err) == OCT_OK);
+    float *logits = malloc((size_t)(T * V) * 4);
+    int32_t *seq = calloc((size_t)T, 4);
+    int64_t *pos = malloc((size_t)T * 8);
+    for (int64_t i = 0; i < T; i++)
+        pos[i] = i;
+    CHECK_OK(oct_session_forward(sess, T, ids, seq, pos, NULL, logits, &err));
+    float lo = INFINITY, hi = -INFINITY;
+    double maxd = 0;
+    for (int64_t i = 0; i < T * V; i++) {
+        lo = fminf(lo, want[i]);
+        hi = fmaxf(hi, want[i]);
+        maxd = fmax(maxd, fabs((double)logits[i] - (double)want[i]));
+    }
+    double range = (double)(hi - lo);
+    printf("  %s: max |logit - transformers| = %.3g, logit range %.3g (ratio %.2g)\n", arch,
+           maxd, range, maxd / range);
+    CHECKF(maxd <= 1e-3 * range, "%s: max abs error %g > 1e-3 x range %g", arch, maxd, range);
+    /* greedy continuation, one token at a time through the KV cache */
+    const float *last = logits + (T - 1) * V;
+    int32_t tok = 0;
+    for (int64_t g = 0; g < G; g++) {
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (last[v] > last[best])
+                best = v;
+        tok = (int32_t)best;
+        CHECKF(tok == greedy[g], "%s: greedy token %lld: %d, transformers %d", arch,
+               (long long)g, tok, greedy[g]);
+        int32_t sq = 0;
+        int64_t p = T + g;
+        CHECK_OK(oct_session_forward(sess, 1, &tok, &sq, &p, NULL, logits, &err));
+        last = logits;
+    }
+    free(logits);
+    free(seq);
+    free(pos);
+    oct_session_free(sess);
+    oct_model_free(m);
+    fixture_st_close(&st);
+}
+
+static void test_against_transformers(void)
+{
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        check_arch(k_archs[i]);
+}
+
+/* Plan of the demo model for a --quantization / --quantization-config pair. */
+static oct_status plan(const char *q, const char *cfg, oct_plan **out, oct_error *err)
+{
+    oct_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.quantization = q;
+    o.quantization_config = cfg;
+    return oct_plan_create("models/demo", &o, out, err);
+}
+
+static const oct_plan_layer *find(const oct_plan *p, const char *name)
+{
+    for (int64_t i = 0; i < oct_plan_n_layers(p); i++)
+        if (strcmp(oct_plan_layer_at(p, i)->name, name) == 0)
+            return oct_plan_layer_at(p, i);
+    return NULL;
+}
+
+static void test_online_schemes_and_ignore(void)
+{
+    oct_plan *p = NULL;
+    oct_error err;
+    REQUIRE(plan("fp8_per_block", NULL, &p, &err) == OCT_OK);
+    CHECK(oct_plan_n_quantized(p) == oct_plan_n_layers(p));
+    CHECK(strcmp(find(p, "model.layers.0.self_attn.k_proj")->scheme, "fp8_per_block") == 0);
+    CHECK(strcmp(find(p, "model.layers.0.self_attn.k_proj")->group,
+                 "model.layers.0.self_attn.qkv_proj") == 0);
+    CHECK(oct_plan_model_bytes(p) < oct_plan_bf16_bytes(p));
+    oct_plan_free(p);
+    /* the test pattern of vLLM: exact name + re:.*[qkv]_proj */
+    REQUIRE(plan("fp8_per_tensor",
+                 "{\"ignore\": [\"model.layers.1.self_attn.o_proj\", \"re:.*[qkv]_proj\"]}", &p,
+                 &err) == OCT_OK);
+    const oct_plan_layer *o1 = find(p, "model.layers.1.self_attn.o_proj");
+    const oct_plan_layer *q0 = find(p, "model.layers.0.self_attn.q_proj");
+    const oct_plan_layer *d0 = find(p, "model.layers.0.mlp.down_proj");
+    CHECK(o1 && strcmp(o1->scheme, "bf16") == 0 && o1->ignore_rule &&
+          strcmp(o1->ignore_rule, "model.layers.1.self_attn.o_proj") == 0);
+    CHECK(q0 && strcmp(q0->scheme, "bf16") == 0 && strcmp(q0->ignore_rule, "re:.*[qkv]_proj") == 0);
+    CHECK(d0 && strcmp(d0->scheme, "fp8_per_tensor") == 0 && !d0->ignore_rule);
+    oct_plan_free(p);
+    /* re:.*qkv_proj matches no shard name: nothing ignored (spec §3.5 rule 3) */
+    REQUIRE(plan("fp8_per_tensor", "{\"ignore\": [\"re:.*qkv_proj\"]}", &p, &err) == OCT_OK);
+    CHECK(strcmp(find(p, "model.layers.0.self_attn.v_proj")->scheme, "fp8_per_tensor") == 0);
+    oct_plan_free(p);
+    /* the exact fused name ignores all its shards */
+    REQUIRE(plan("mxfp8", "{\"ignore\": [\"model.layers.2.mlp.gate_up_proj\"]}", &p, &err) ==
+            OCT_OK);
+    CHECK(strcmp(find(p, "model.layers.2.mlp.up_proj")->scheme, "bf16") == 0);
+    CHECK(strcmp(find(p, "model.layers.2.mlp.down_proj")->scheme, "mxfp8") == 0);
+    oct_plan_free(p);
+}
+
+static void expect_error(const char *q, const char *cfg, const char *text)
+{
+    oct_plan *p = NULL;
+    oct_error err;
+    oct_error_clear(&err);
+    oct_status s = plan(q, cfg, &p, &err);
+    CHECKF(s != OCT_OK && strstr(err.message, text), "q=%s cfg=%s: got '%s', want '%s'", q,
+           cfg ? cfg : "-", err.message, text);
+    oct_plan_free(p);
+}
+
+static void test_config_contract(void)
+{
+    /* shards that disagree */
+    expect_error("fp8_per_tensor", "{\"ignore\": [\"model.layers.0.self_attn.q_proj\"]}",
+                 "Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in "
+                 "model.layers.0.self_attn.qkv_proj.");
+    expect_error("fp8_per_tensor", "{\"linear\": \"int4\"}", "unknown quantization name 'int4'");
+    expect_error("online", NULL, "requires at least one of quantization_config.linear");
+    expect_error("fp8_per_block", "{\"linear\": {\"weight\": \"fp8_per_block_static\", "
+                                  "\"activation\": \"fp8_per_token\"}}",
+                 "activation override");
+    expect_error("fp8_per_block", "{\"linear\": \"fp8_per_token\"}",
+                 "online quantization for Linear with weight=fp8_per_token is not supported");
+    expect_error("fp8_per_block", "{\"global_scheme\": \"mxfp8\"}",
+                 "quantization='fp8_per_block' conflicts with quantization_config['global_scheme']='mxfp8'.");
+    expect_error("fp8_per_block", "{\"lineaar\": \"mxfp8\"}", "unknown key \"lineaar\"");
+    expect_error("int8", NULL, "not an online FP8 method");
+    /* current schema: explicit slot wins, the shorthand fills the rest */
+    oct_plan *p = NULL;
+    oct_error err;
+    REQUIRE(plan("fp8_per_block", "{\"linear\": {\"weight\": \"mxfp8\"}}", &p, &err) == OCT_OK);
+    CHECK(strcmp(find(p, "model.layers.0.mlp.down_proj")->scheme, "mxfp8") == 0);
+    oct_plan_free(p);
+    /* legacy schema */
+    REQUIRE(plan("online", "{\"global_scheme\": \"fp8_per_tensor\", \"linear_scheme_override\": "
+                           "\"fp8_per_block\"}",
+                 &p, &err) == OCT_OK);
+    CHECK(strcmp(find(p, "model.layers.0.mlp.down_proj")->scheme, "fp8_per_block") == 0);
+    oct_plan_free(p);
+    /* only moe set: the dense layers stay unquantized (current API) */
+    REQUIRE(plan("online", "{\"moe\": \"fp8_per_block\"}", &p, &err) == OCT_OK);
+    CHECK(oct_plan_n_quantized(p) == 0);
+    oct_plan_free(p);
+}
+
+/* Online FP8 on the demo model keeps greedy decoding close to BF16 and the
+ * loaded model is about half the bytes. */
+static void test_online_load_runs(void)
+{
+    static const char *schemes[] = {"fp8_per_tensor", "fp8_per_block", "mxfp8"};
+    for (int i = 0; i < 3; i++) {
+        oct_model_opts o;
+        memset(&o, 0, sizeof o);
+        o.quantization = schemes[i];
+        oct_model *m = NULL;
+        oct_error err;
+        REQUIRE(oct_model_load("models/demo", &o, &m, &err) == OCT_OK);
+        const oct_plan *p = oct_model_get_plan(m);
+        CHECK(oct_plan_n_quantized(p) == 56);
+        oct_session *s = NULL;
+        REQUIRE(oct_session_create(m, 2, 64, &s, &err) == OCT_OK);
+        int32_t toks[4] = {1, 300, 301, 302}, seq[4] = {0, 0, 1, 1};
+        int64_t pos[4] = {0, 1, 0, 1};
+        float *lg = malloc((size_t)(4 * oct_model_vocab_size(m)) * 4);
+        /* two sequences interleaved in one batch */
+        CHECK_OK(oct_session_forward(s, 4, toks, seq, pos, NULL, lg, &err));
+        CHECK(oct_session_seq_len(s, 0) == 2 && oct_session_seq_len(s, 1) == 2);
+        /* a position that does not continue the cache is refused */
+        int64_t bad = 5;
+        CHECK(oct_session_forward(s, 1, toks, seq, &bad, NULL, lg, &err) != OCT_OK);
+        oct_session_reset_seq(s, 0);
+        CHECK(oct_session_seq_len(s, 0) == 0);
+        free(lg);
+        oct_session_free(s);
+        oct_model_free(m);
+    }
+}
+
+int main(void)
+{
+    RUN(test_against_transformers);
+    RUN(test_online_schemes_and_ignore);
+    RUN(test_config_contract);
+    RUN(test_online_load_runs);
+    return testlib_finish();
+}
