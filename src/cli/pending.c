@@ -39,15 +39,3 @@ __attribute__((weak)) int bench_fp8_main(int argc, char **argv)
     return pending("bench fp8");
 }
 
-/* Until src/tokenizer/ provides chat templates (remove once it does). */
-__attribute__((weak)) oct_status oct_chat_render(const oct_tokenizer *tok,
-                                                 const oct_chat_message *messages,
-                                                 int64_t n_messages, bool add_generation_prompt,
-                                                 char **out, size_t *out_len, oct_error *err)
-{
-    (void)tok, (void)messages, (void)n_messages, (void)add_generation_prompt, (void)out,
-        (void)out_len;
-    if (err)
-        snprintf(err->message, sizeof err->message, "chat templates are not available yet");
-    return OCT_ERR_UNSUPPORTED;
-}
