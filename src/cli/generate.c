@@ -129,10 +129,15 @@ int cli_generate(int argc, char **argv)
     oct_error_clear(&err);
     oct_tokenizer *tok = NULL;
     oct_status st = oct_tokenizer_load(ma.model, &tok, &err);
-    if (st != OCT_OK) {
+    if (st != OCT_OK && !(prompt_ids && st == OCT_ERR_IO)) {
         fprintf(stderr, "octet generate: %s\n", err.message);
         oct_model_free(m);
         return 1;
+    }
+    if (st != OCT_OK) { /* --prompt-ids on a folder without tokenizer.json: ids only */
+        fprintf(stderr, "octet generate: no tokenizer (%s): printing token ids only\n",
+                err.message);
+        tok = NULL;
     }
     oct_token_ids ids = {0};
     char *rendered = NULL;
@@ -143,7 +148,6 @@ int cli_generate(int argc, char **argv)
     float *logits = NULL;
     int32_t *out_ids = NULL;
     int64_t n_out = 0;
-    json_t *text_acc = NULL;
     if (prompt_ids) {
         if (!parse_ids(prompt_ids, &ids)) {
             fprintf(stderr, "octet generate: --prompt-ids: expected comma-separated token ids\n");
@@ -178,7 +182,7 @@ int cli_generate(int argc, char **argv)
     }
     if ((st = oct_session_create(m, 1, ids.n + max_tokens + 1, &sess, &err)) != OCT_OK ||
         oct_sampler_create(&sp, V, &smp) != OCT_OK ||
-        oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK) {
+        (tok && oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK)) {
         fprintf(stderr, "octet generate: %s\n", err.message[0] ? err.message : "bad sampling options");
         goto out;
     }
@@ -199,8 +203,7 @@ int cli_generate(int argc, char **argv)
     }
     want[ids.n - 1] = true;
     const oct_model_config *cfg = oct_model_get_config(m);
-    int32_t eos_tok = oct_tokenizer_eos_id(tok);
-    text_acc = json_string("");
+    int32_t eos_tok = tok ? oct_tokenizer_eos_id(tok) : -1;
     double t1 = now_s();
     st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
     free(seqs), free(pos), free(want);
@@ -219,12 +222,13 @@ int cli_generate(int argc, char **argv)
             is_eos |= next == cfg->eos_token_ids[e];
         const char *piece;
         size_t plen;
-        if (oct_detokenizer_push(dt, next, &piece, &plen, &err) == OCT_OK && plen) {
-            if (!json) {
-                fwrite(piece, 1, plen, stdout);
-                fflush(stdout);
-            }
-            json_string_setn(text_acc, "", 0);
+        if (!dt && !json) {
+            printf("%s%d", n_out > 1 ? " " : "", next);
+            fflush(stdout);
+        } else if (dt && oct_detokenizer_push(dt, next, &piece, &plen, &err) == OCT_OK && plen &&
+                   !json) {
+            fwrite(piece, 1, plen, stdout);
+            fflush(stdout);
         }
         if (is_eos && !ignore_eos)
             break;
@@ -242,7 +246,8 @@ int cli_generate(int argc, char **argv)
     }
     char *text = NULL;
     size_t tlen = 0;
-    oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
+    if (tok)
+        oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
     if (json) {
         json_t *o = json_object(), *pi = json_array(), *oi = json_array(), *tm = json_object();
         for (int64_t i = 0; i < ids.n; i++)
@@ -267,7 +272,7 @@ int cli_generate(int argc, char **argv)
     } else {
         const char *piece;
         size_t plen;
-        if (oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen)
+        if (dt && oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen)
             fwrite(piece, 1, plen, stdout);
         printf("\n");
         fprintf(stderr,
@@ -280,7 +285,6 @@ int cli_generate(int argc, char **argv)
     oct_tokenizer_text_free(text);
     rc = 0;
 out:
-    json_decref(text_acc);
     free(logits);
     free(out_ids);
     free(rendered);
