@@ -7,6 +7,8 @@
 #ifndef OCTET_CLI_H
 #define OCTET_CLI_H
 
+#include <stdbool.h>
+
 #include "octet.h"
 
 /* Installs a log sink that writes "octet: LEVEL: msg" to stderr; the level
@@ -21,6 +23,10 @@ int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_formats(int argc, char **argv);
+
+struct model_args;
+/* `octet inspect --plan` (inspect_plan.c). */
+int cli_inspect_plan(struct model_args *ma, bool as_json);
 int cli_cpu(int argc, char **argv);
 
 /* `octet bench <name>`: each benchmark lives in bench/bench_<name>.c. */

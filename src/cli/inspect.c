@@ -7,12 +7,17 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/model_args.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: octet inspect --model DIR [--json]\n"
+               "       octet inspect --model DIR --plan [--quantization S] "
+               "[--quantization-config JSON] [--json]\n"
                "  --model DIR   Hugging Face folder: config.json + *.safetensors\n"
-               "  --json        one JSON object: format, scheme, layers[], total_params, ...\n");
+               "  --json        one JSON object: format, scheme, layers[], total_params, ...\n"
+               "  --plan        what loading will do (per layer: scheme, ignore rule, kernel,\n"
+               "                bytes; totals, predicted peak memory), without loading weights\n");
 }
 
 static bool scale_like(const char *n)
@@ -78,9 +83,24 @@ static json_t *kv_json(const oct_ckpt_kv *k)
 int cli_inspect(int argc, char **argv)
 {
     const char *model = NULL;
-    bool as_json = false;
+    bool as_json = false, want_plan = false;
+    model_args ma;
+    model_args_init(&ma);
+    ma.progress = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--plan") == 0) {
+            want_plan = true;
+        } else if (strcmp(argv[i], "--model") != 0 && strncmp(argv[i], "--", 2) == 0 &&
+                   strcmp(argv[i], "--json") != 0 && strcmp(argv[i], "--help") != 0) {
+            int r = model_args_parse(&ma, argc, argv, &i, "inspect");
+            if (r < 0)
+                return 2;
+            if (r == 0) {
+                fprintf(stderr, "octet inspect: unknown or incomplete option '%s'\n", argv[i]);
+                usage(stderr);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
             model = argv[++i];
         } else if (strcmp(argv[i], "--json") == 0) {
             as_json = true;
@@ -95,6 +115,14 @@ int cli_inspect(int argc, char **argv)
     }
     if (!model) {
         usage(stderr);
+        return 2;
+    }
+    if (want_plan) {
+        ma.model = model;
+        return cli_inspect_plan(&ma, as_json);
+    }
+    if (ma.opts.quantization || ma.opts.quantization_config) {
+        fprintf(stderr, "octet inspect: --quantization / --quantization-config go with --plan\n");
         return 2;
     }
     oct_checkpoint *ck = NULL;

@@ -1,0 +1,69 @@
+/* inspect_plan.c — `octet inspect --plan`: what loading will do, computed
+ * without reading weights (oct_plan_create): per unfused linear its scheme,
+ * the ignore rule that kept it unquantized, the fused unit it runs in, the
+ * kernel and the bytes; totals and the predicted peak memory. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+
+int cli_inspect_plan(model_args *ma, bool as_json)
+{
+    oct_plan *p = NULL;
+    oct_error err;
+    oct_error_clear(&err);
+    if (oct_plan_create(ma->model, &ma->opts, &p, &err) != OCT_OK) {
+        fprintf(stderr, "octet inspect: %s\n", err.message);
+        return 1;
+    }
+    int64_t n = oct_plan_n_layers(p);
+    if (as_json) {
+        json_t *o = json_object(), *layers = json_array();
+        for (int64_t i = 0; i < n; i++) {
+            const oct_plan_layer *l = oct_plan_layer_at(p, i);
+            json_t *e = json_pack("{s:s, s:s, s:[I,I], s:s, s:s, s:I}", "name", l->name, "group",
+                                  l->group, "shape", (json_int_t)l->n, (json_int_t)l->k, "scheme",
+                                  l->scheme, "kernel", l->kernel, "bytes", (json_int_t)l->bytes);
+            json_object_set_new(e, "ignore_rule",
+                                l->ignore_rule ? json_string(l->ignore_rule) : json_null());
+            json_array_append_new(layers, e);
+        }
+        json_object_set_new(o, "model", json_string(ma->model));
+        json_object_set_new(o, "summary", json_string(oct_plan_summary(p)));
+        json_object_set_new(o, "layers", layers);
+        json_object_set_new(o, "quantized_layers", json_integer(oct_plan_n_quantized(p)));
+        json_object_set_new(o, "model_bytes", json_integer((json_int_t)oct_plan_model_bytes(p)));
+        json_object_set_new(o, "bf16_bytes", json_integer((json_int_t)oct_plan_bf16_bytes(p)));
+        json_object_set_new(o, "predicted_peak_bytes",
+                            json_integer((json_int_t)oct_plan_peak_bytes(p)));
+        char *s = json_dumps(o, JSON_INDENT(1));
+        printf("%s\n", s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("plan for %s\n%s\n\n", ma->model, oct_plan_summary(p));
+        printf("%-44s %-12s %-16s %-34s %-18s %12s\n", "layer", "shape", "scheme", "runs in",
+               "kernel", "bytes");
+        for (int64_t i = 0; i < n; i++) {
+            const oct_plan_layer *l = oct_plan_layer_at(p, i);
+            char shape[32], scheme[96];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)l->n, (long long)l->k);
+            if (l->ignore_rule)
+                snprintf(scheme, sizeof scheme, "%s (ignore: %s)", l->scheme, l->ignore_rule);
+            else
+                snprintf(scheme, sizeof scheme, "%s", l->scheme);
+            printf("%-44s %-12s %-16s %-34s %-18s %12llu\n", l->name, shape, scheme, l->group,
+                   l->kernel, (unsigned long long)l->bytes);
+        }
+        printf("\nlinear layers: %lld, quantized: %lld\n", (long long)n,
+               (long long)oct_plan_n_quantized(p));
+        printf("weights as loaded: %.2f MB (BF16: %.2f MB); predicted peak memory while "
+               "loading: %.2f MB\n",
+               (double)oct_plan_model_bytes(p) / 1e6, (double)oct_plan_bf16_bytes(p) / 1e6,
+               (double)oct_plan_peak_bytes(p) / 1e6);
+    }
+    oct_plan_free(p);
+    return 0;
+}
