@@ -45,6 +45,8 @@ char *oct_strndup(const char *s, size_t n);
 /* 64-byte aligned allocation (for SIMD buffers); free with oct_free_aligned. */
 void *oct_malloc_aligned(size_t size);
 void oct_free_aligned(void *ptr);
+/* Gives freed heap memory back to the OS (malloc_trim on glibc; else no-op). */
+void oct_release_free_memory(void);
 
 /* Checked arithmetic: return false on overflow (and leave *out unspecified). */
 static inline bool oct_size_add(size_t a, size_t b, size_t *out)

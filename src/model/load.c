@@ -204,10 +204,13 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
             o += b->numel;
         }
     }
-    if (st == OCT_OK)
-        st = oct_linear_create(d, g->kernel, w, sc, bias, out, err);
+    /* the BF16 source pages go back before the kernel repacks the codes */
     for (int s = 0; s < g->n_shards; s++)
         drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
+    oct_free(chunk);
+    chunk = NULL;
+    if (st == OCT_OK)
+        st = oct_linear_create(d, g->kernel, w, sc, bias, out, err);
 out:
     oct_free_aligned(w);
     oct_free(sc);
@@ -366,6 +369,7 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
                     return st;
                 done += g->bytes;
                 gi++;
+                oct_release_free_memory();
                 got += g->n_shards;
                 switch (role) {
                 case OCT_G_QKV:

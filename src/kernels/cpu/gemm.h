@@ -36,6 +36,7 @@ typedef struct oct_act_in {
 
 struct oct_linear {
     oct_linear_desc desc; /* desc.name points at `name` */
+    bool raw_borrowed;    /* w8/w16/w32 point at the caller's buffer during prepare */
     char *name;
     const oct_linear_kernel *kernel;
     int64_t n, k;
@@ -70,6 +71,10 @@ struct oct_linear_kernel {
     /* NULL if it can implement d, else a short reason. */
     const char *(*cannot)(const oct_linear_desc *d);
     oct_linear_kernel_ops ops;
+    /* true: run() reads the raw w8/w16/w32 copy, which the layer keeps; false:
+     * prepare() builds its own layout and the caller's weights are only
+     * borrowed while it runs (no second copy: keeps peak load memory down). */
+    bool keeps_raw;
 };
 
 extern const oct_linear_kernel oct_kernel_cpu_ref;

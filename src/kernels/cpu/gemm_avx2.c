@@ -162,5 +162,5 @@ out:
 }
 
 const oct_linear_kernel oct_kernel_cpu_avx2 = {
-    "cpu_avx2_fma", "avx2", OCT_CPU_AVX2, avx2_cannot, {avx2_prepare, avx2_run},
+    "cpu_avx2_fma", "avx2", OCT_CPU_AVX2, avx2_cannot, {avx2_prepare, avx2_run}, true,
 };

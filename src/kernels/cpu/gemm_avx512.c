@@ -132,9 +132,11 @@ static oct_status avx512_prepare(oct_linear *l, oct_error *err)
                         col < n ? oct_gemm_sb_kb(l, col, b) : 0.0f;
                 }
     }
-    /* The raw copy is no longer needed: this kernel reads only the panels. */
-    oct_free(l->w8);
-    oct_free(l->w16);
+    /* The raw weights are no longer needed: this kernel reads only the panels. */
+    if (!l->raw_borrowed) {
+        oct_free(l->w8);
+        oct_free(l->w16);
+    }
     l->w8 = NULL;
     l->w16 = NULL;
     return OCT_OK;
@@ -693,5 +695,5 @@ out:
 }
 
 const oct_linear_kernel oct_kernel_cpu_avx512 = {
-    "cpu_avx512_bf16", "avx512", OCT_CPU_AVX512, avx512_cannot, {avx512_prepare, avx512_run},
+    "cpu_avx512_bf16", "avx512", OCT_CPU_AVX512, avx512_cannot, {avx512_prepare, avx512_run}, false,
 };

@@ -128,24 +128,22 @@ oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *
     l->n_kb = kblk ? oct_ceil_div(d->k, kblk) : 0;
     if (!l->name)
         goto nomem;
-    /* The raw copy serves the reference kernel; fast kernels build their own
-     * layout from it and the raw copy is dropped. */
+    /* Kernels that read the raw layout at run time keep a copy; the others
+     * only borrow the caller's buffer while prepare() repacks it. */
+    size_t esize = d->weight_type == OCT_WEIGHT_FP8 ? 1 : d->weight_type == OCT_WEIGHT_BF16 ? 2 : 4;
+    void *raw = NULL;
+    if (kernel->keeps_raw || d->weight_type == OCT_WEIGHT_F32) {
+        if (!(raw = oct_malloc(nk * esize)))
+            goto nomem;
+        memcpy(raw, weight, nk * esize);
+    } else {
+        memcpy(&raw, &weight, sizeof raw); /* borrowed, never written or freed */
+        l->raw_borrowed = true;
+    }
     switch (d->weight_type) {
-    case OCT_WEIGHT_FP8:
-        if (!(l->w8 = oct_malloc(nk)))
-            goto nomem;
-        memcpy(l->w8, weight, nk);
-        break;
-    case OCT_WEIGHT_BF16:
-        if (!(l->w16 = oct_malloc(nk * 2)))
-            goto nomem;
-        memcpy(l->w16, weight, nk * 2);
-        break;
-    case OCT_WEIGHT_F32:
-        if (!(l->w32 = oct_malloc(nk * 4)))
-            goto nomem;
-        memcpy(l->w32, weight, nk * 4);
-        break;
+    case OCT_WEIGHT_FP8: l->w8 = raw; break;
+    case OCT_WEIGHT_BF16: l->w16 = raw; break;
+    case OCT_WEIGHT_F32: l->w32 = raw; break;
     }
     st = copy_scales(l, weight_scale, err);
     if (st != OCT_OK)
@@ -156,6 +154,11 @@ oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *
         memcpy(l->bias, bias, (size_t)d->n * sizeof(float));
     }
     st = kernel->ops.prepare(l, err);
+    if (l->raw_borrowed) {
+        l->w8 = NULL;
+        l->w16 = NULL;
+        l->raw_borrowed = false;
+    }
     if (st != OCT_OK)
         goto fail;
     *out = l;
@@ -163,6 +166,10 @@ oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *
 nomem:
     st = oct_error_set(err, OCT_ERR_NOMEM, -1, "layer %s: out of memory", nm);
 fail:
+    if (l->raw_borrowed) { /* never free the caller's buffer */
+        l->w8 = NULL;
+        l->w16 = NULL;
+    }
     oct_linear_free(l);
     return st;
 }
