@@ -15,18 +15,20 @@ typedef struct family {
     bool qkv_bias_default;
     bool qk_norm;
     bool granite;
+    oct_moe_kind moe;
+    bool sliding_when_set; /* sliding_window applies whenever set (Mistral, Mixtral) */
 } family;
 
 static const family k_families[] = {
-    {"LlamaForCausalLM", false, false, false},
-    {"MistralForCausalLM", false, false, false},
-    {"Qwen2ForCausalLM", true, false, false},
-    {"Qwen3ForCausalLM", false, true, false},
-    {"GraniteForCausalLM", false, false, true},
+    {"LlamaForCausalLM", false, false, false, OCT_MOE_NONE, false},
+    {"MistralForCausalLM", false, false, false, OCT_MOE_NONE, true},
+    {"Qwen2ForCausalLM", true, false, false, OCT_MOE_NONE, false},
+    {"Qwen3ForCausalLM", false, true, false, OCT_MOE_NONE, false},
+    {"GraniteForCausalLM", false, false, true, OCT_MOE_NONE, false},
+    {"MixtralForCausalLM", false, false, false, OCT_MOE_MIXTRAL, true},
+    {"Qwen3MoeForCausalLM", false, true, false, OCT_MOE_QWEN3, false},
+    {"GraniteMoeForCausalLM", false, false, true, OCT_MOE_GRANITE, false},
 };
-
-static const char *const k_moe_archs[] = {"MixtralForCausalLM", "Qwen3MoeForCausalLM",
-                                          "GraniteMoeForCausalLM"};
 
 static double num_or(json_t *o, const char *key, double dflt)
 {
@@ -52,6 +54,64 @@ static void llama3_scale(float *inv, int64_t n, double factor, double low, doubl
     }
 }
 
+/* MoE sizes and routing rule.  Fields that would change the maths and that
+ * octet does not implement are errors naming them. */
+static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_t *c,
+                             oct_moe_kind kind, oct_arch *out, oct_error *err)
+{
+    out->moe = kind;
+    out->n_experts = cfg->n_experts;
+    out->top_k = cfg->n_experts_per_tok;
+    out->moe_intermediate = kind == OCT_MOE_QWEN3 ? cfg->moe_intermediate_size
+                                                  : cfg->intermediate_size;
+    /* Mixtral and GraniteMoe always renormalise (Granite: softmax over the
+     * top-k logits, the same numbers); Qwen3-MoE iff norm_topk_prob
+     * (transformers' default false). */
+    out->norm_topk = true;
+    if (kind == OCT_MOE_QWEN3) {
+        json_t *nt = json_object_get(c, "norm_topk_prob");
+        out->norm_topk = json_is_true(nt);
+        json_t *step = json_object_get(c, "decoder_sparse_step");
+        if (step && !json_is_null(step) && !(json_is_integer(step) && json_integer_value(step) == 1))
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                 "%s/config.json: decoder_sparse_step other than 1 (dense MLP "
+                                 "layers between MoE layers) is not supported",
+                                 dir);
+        json_t *only = json_object_get(c, "mlp_only_layers");
+        if (only && !json_is_null(only) && !(json_is_array(only) && json_array_size(only) == 0))
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                 "%s/config.json: mlp_only_layers (dense MLP layers in an MoE "
+                                 "model) is not supported; only [] is",
+                                 dir);
+        json_t *shared = json_object_get(c, "shared_expert_intermediate_size");
+        if (json_is_integer(shared) && json_integer_value(shared) > 0)
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                 "%s/config.json: shared_expert_intermediate_size (shared "
+                                 "experts) is not supported",
+                                 dir);
+    }
+    if (kind == OCT_MOE_GRANITE) {
+        json_t *shared = json_object_get(c, "shared_intermediate_size");
+        if (json_is_integer(shared) && json_integer_value(shared) > 0)
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                 "%s/config.json: shared_intermediate_size (GraniteMoeShared "
+                                 "shared experts) is not supported",
+                                 dir);
+    }
+    if (out->n_experts <= 0 || out->top_k <= 0 || out->top_k > out->n_experts ||
+        out->moe_intermediate <= 0)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s/config.json: MoE sizes: %s = %lld, num_experts_per_tok = %lld, "
+                             "%s = %lld (need 0 < num_experts_per_tok <= experts, a positive "
+                             "expert size)",
+                             dir, kind == OCT_MOE_QWEN3 ? "num_experts" : "num_local_experts",
+                             (long long)out->n_experts, (long long)out->top_k,
+                             kind == OCT_MOE_QWEN3 ? "moe_intermediate_size"
+                                                   : "intermediate_size",
+                             (long long)out->moe_intermediate);
+    return OCT_OK;
+}
+
 oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oct_arch *out,
                                 oct_error *err)
 {
@@ -60,19 +120,13 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     for (size_t i = 0; i < OCT_ARRAY_LEN(k_families); i++)
         if (strcmp(cfg->architecture, k_families[i].arch) == 0)
             fam = &k_families[i];
-    if (!fam) {
-        for (size_t i = 0; i < OCT_ARRAY_LEN(k_moe_archs); i++)
-            if (strcmp(cfg->architecture, k_moe_archs[i]) == 0)
-                return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                     "%s/config.json: architectures[0] = \"%s\": MoE models are "
-                                     "not supported by this build yet",
-                                     dir, cfg->architecture);
+    if (!fam)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s/config.json: architectures[0] = \"%s\" is not supported "
                              "(supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                             "Qwen3ForCausalLM, GraniteForCausalLM)",
+                             "Qwen3ForCausalLM, GraniteForCausalLM, MixtralForCausalLM, "
+                             "Qwen3MoeForCausalLM, GraniteMoeForCausalLM)",
                              dir, cfg->architecture);
-    }
     if (cfg->hidden_act[0] && strcmp(cfg->hidden_act, "silu") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s/config.json: hidden_act = \"%s\" is not supported (silu only)",
@@ -97,7 +151,8 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     out->logits_scaling = 1.0f;
     out->rope_attention_factor = 1.0f;
     if (out->n_layers <= 0 || out->hidden <= 0 || out->n_heads <= 0 || out->head_dim <= 0 ||
-        out->vocab <= 0 || out->intermediate <= 0 || out->n_heads % out->n_kv_heads != 0 ||
+        out->vocab <= 0 || (out->intermediate <= 0 && fam->moe == OCT_MOE_NONE) ||
+        out->n_heads % out->n_kv_heads != 0 ||
         out->head_dim % 2 != 0)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s/config.json: inconsistent sizes (layers %lld, hidden %lld, heads "
@@ -121,7 +176,7 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     json_t *sw = json_object_get(c, "sliding_window");
     if (json_is_integer(sw) && json_integer_value(sw) > 0) {
         json_t *use = json_object_get(c, "use_sliding_window");
-        if (strcmp(fam->arch, "MistralForCausalLM") == 0 || json_is_true(use))
+        if (fam->sliding_when_set || json_is_true(use))
             out->sliding_window = json_integer_value(sw);
     }
     if (fam->granite) {
@@ -130,6 +185,10 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
         out->attention_multiplier =
             (float)num_or(c, "attention_multiplier", (double)out->attention_multiplier);
         out->logits_scaling = (float)num_or(c, "logits_scaling", 1.0);
+    }
+    if (fam->moe != OCT_MOE_NONE && (st = moe_params(dir, cfg, c, fam->moe, out, err)) != OCT_OK) {
+        json_decref(root);
+        return st;
     }
     json_t *ab = json_object_get(c, "attention_bias");
     if (json_is_true(ab))

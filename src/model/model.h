@@ -9,6 +9,14 @@
 
 #include "octet.h"
 
+/* Mixture-of-experts family: which tensor names and routing rule. */
+typedef enum {
+    OCT_MOE_NONE = 0,
+    OCT_MOE_MIXTRAL, /* block_sparse_moe.gate, experts.N.w1/w3/w2 */
+    OCT_MOE_QWEN3,   /* mlp.gate, mlp.experts.N.{gate,up,down}_proj */
+    OCT_MOE_GRANITE  /* block_sparse_moe.router.layer, stacked input_linear/output_linear */
+} oct_moe_kind;
+
 /* Architecture parameters the forward pass needs (from config.json). */
 typedef struct oct_arch {
     char name[96];               /* "LlamaForCausalLM" */
@@ -29,6 +37,11 @@ typedef struct oct_arch {
     float embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
     float *inv_freq;             /* [d/2] RoPE inverse frequencies (scaling applied) */
     float rope_attention_factor; /* yarn mscale (1 otherwise) */
+    /* MoE (every decoder layer's MLP is a sparse MoE block when moe != NONE) */
+    oct_moe_kind moe;
+    int64_t n_experts, top_k;    /* E, experts per token */
+    int64_t moe_intermediate;    /* I of one expert */
+    bool norm_topk;              /* renormalise the top-k routing weights to sum 1 */
 } oct_arch;
 
 oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oct_arch *out,
@@ -61,11 +74,34 @@ const char *oct_online_scheme_str(oct_online_scheme s);
  * single linear. */
 #define OCT_MAX_SHARDS 3
 
+/* What a unit is in its decoder layer. */
+typedef enum {
+    OCT_U_QKV = 0,
+    OCT_U_O,
+    OCT_U_GATE_UP,
+    OCT_U_DOWN,
+    OCT_U_ROUTER,      /* MoE router gate: never quantized online */
+    OCT_U_EXP_GATE_UP, /* gate/up of expert `expert` */
+    OCT_U_EXP_DOWN
+} oct_unit_role;
+
 typedef struct oct_plan_group {
     char name[192];                 /* "model.layers.0.self_attn.qkv_proj" */
     int n_shards;
     int64_t plan_index[OCT_MAX_SHARDS]; /* into plan->layers */
+    /* Per shard, one source: an unfused 2-D checkpoint linear, or rows
+     * [stack_row0, stack_row0 + shard_n) of a 3-D expert tensor [E, R, k]
+     * viewed as [E*R, k] (stacked / fused experts, unquantized). */
     const oct_ckpt_linear *src[OCT_MAX_SHARDS];
+    const oct_tensor *stack[OCT_MAX_SHARDS];
+    int64_t stack_row0[OCT_MAX_SHARDS];
+    int64_t shard_n[OCT_MAX_SHARDS];
+    int64_t layer, expert;          /* decoder layer; expert index or -1 */
+    oct_unit_role role;
+    /* Expert unit with online per-tensor weights: activations use one dynamic
+     * per-tensor scale over the whole batch (vLLM's fused MoE), applied by
+     * the forward pass through oct_linear_forward_q. */
+    bool moe_tensor_act;
     int64_t n, k;                   /* fused weight [n, k] */
     oct_linear_desc desc;           /* what the kernel gets */
     oct_online_scheme online;       /* NONE: unquantized or checkpoint scheme */
@@ -89,9 +125,6 @@ struct oct_plan {
     char summary[512];
 };
 
-/* Index of a group by role within decoder layer l. */
-typedef enum { OCT_G_QKV = 0, OCT_G_O, OCT_G_GATE_UP, OCT_G_DOWN, OCT_G_PER_LAYER } oct_group_role;
-
 /* One loaded decoder layer. */
 typedef struct oct_layer_weights {
     float *attn_norm;   /* [H] input_layernorm */
@@ -106,8 +139,20 @@ typedef struct oct_layer_weights {
     int n_gate_up;
     int64_t gate_up_n[2];
     oct_linear *down;
+    /* MoE layers (arch.moe != NONE): router [E, H] and one MLP per expert */
+    oct_linear *router;
+    struct oct_expert *experts; /* [n_experts] */
     float k_scale, v_scale; /* FP8 KV cache scales (1 when none) */
 } oct_layer_weights;
+
+/* One expert's MLP: units as the dense MLP's. */
+typedef struct oct_expert {
+    oct_linear *gate_up[2]; /* fused: [0]; unfused (checkpoint FP8): gate, up */
+    int n_gate_up;
+    int64_t gate_up_n[2];
+    oct_linear *down;
+    bool gate_up_tensor_act, down_tensor_act; /* see oct_plan_group.moe_tensor_act */
+} oct_expert;
 
 typedef enum { OCT_KV_F32 = 0, OCT_KV_BF16, OCT_KV_E4M3, OCT_KV_E5M2 } oct_kv_dtype;
 
