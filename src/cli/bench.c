@@ -9,13 +9,17 @@ int cli_bench(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: octet bench gemm [--m 1,256] [--shapes KxN,...] [--threads N] [--json]\n"
-                "       octet bench fp8  [--n N] [--json]\n");
+                "       octet bench fp8  [--n N] [--json]\n"
+                "       octet bench model [--shape small|3b|8b] [--prompt N] [--decode N] "
+                "[--json]\n");
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "gemm") == 0)
         return bench_gemm_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "fp8") == 0)
         return bench_fp8_main(argc - 1, argv + 1);
-    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8)\n", argv[1]);
+    if (strcmp(argv[1], "model") == 0)
+        return bench_model_main(argc - 1, argv + 1);
+    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model)\n", argv[1]);
     return 2;
 }

@@ -32,5 +32,6 @@ int cli_cpu(int argc, char **argv);
 /* `octet bench <name>`: each benchmark lives in bench/bench_<name>.c. */
 int bench_gemm_main(int argc, char **argv);
 int bench_fp8_main(int argc, char **argv);
+int bench_model_main(int argc, char **argv);
 
 #endif

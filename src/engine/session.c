@@ -33,8 +33,20 @@ static size_t kv_esize(oct_kv_dtype d)
     return d == OCT_KV_F32 ? 4 : d == OCT_KV_BF16 ? 2 : 1;
 }
 
+/* Declared in engine/scheduler.h (the server sizes its KV pool from a token
+ * budget rather than max_seqs full-length sequences). */
+oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                                   int64_t n_blocks, oct_session **out, oct_error *err);
+
 oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
                               oct_session **out, oct_error *err)
+{
+    return oct_session_create_pool(m, max_seqs, max_tokens_per_seq, 0, out, err);
+}
+
+/* n_blocks <= 0: enough blocks for every sequence at full length. */
+oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                                   int64_t n_blocks, oct_session **out, oct_error *err)
 {
     *out = NULL;
     const oct_arch *a = &m->arch;
@@ -51,6 +63,8 @@ oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_toke
     s->max_ctx = max_tokens_per_seq;
     s->blocks_per_seq = oct_ceil_div(max_tokens_per_seq, KV_BLOCK);
     s->n_blocks = s->blocks_per_seq * max_seqs;
+    if (n_blocks > 0 && n_blocks < s->n_blocks)
+        s->n_blocks = n_blocks;
     int64_t L = a->n_layers;
     size_t per_layer = (size_t)s->n_blocks * KV_BLOCK * (size_t)(a->n_kv_heads * a->head_dim) *
                        kv_esize(m->kv_dtype);

@@ -8,6 +8,11 @@
  *               h = rmsnorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T * residual_multiplier
  *   logits = rmsnorm(x) Wlm^T / logits_scaling
  *
+ * MoE layers replace the MLP by a sparse block (moe_mlp): router logits
+ * h Wr^T, top-k experts per token with their routing weights, each expert's
+ * MLP run once on the rows of the tokens routed to it (M = that count), the
+ * outputs combined with the weights in f32.
+ *
  * Linear layers go through their oct_linear (FP8 W8A8 with on-the-fly
  * activation quantization, or BF16/F32).  Attention is threaded over
  * (token, head) pairs. */
@@ -24,6 +29,21 @@ struct oct_fwd_ws {
     float *x, *h, *qkv, *att, *mlp, *act, *tmp; /* [max_tokens, ...] */
     float *scores;                              /* [threads, max_ctx] */
     int n_threads;
+    /* MoE (NULL for dense models); R = max_tokens * top_k routed rows */
+    float *rlogits;      /* [max_tokens, E] */
+    int32_t *sel;        /* [max_tokens, k] expert of each (token, slot) */
+    float *wts;          /* [max_tokens, k] its routing weight */
+    int32_t *pair_row;   /* [max_tokens, k] row of (token, slot) in the expert-sorted order */
+    int32_t *row_tok;    /* [R] token of each sorted row */
+    int64_t *off;        /* [E + 1] first sorted row of each expert */
+    int64_t *fill;       /* [E] */
+    float *xs;           /* [R, H] gathered inputs */
+    float *gu;           /* [R, 2I] gate/up outputs */
+    float *ea;           /* [R, I] silu(gate) * up */
+    float *eo;           /* [R, H] expert outputs */
+    float *etmp;         /* [R, I] unfused gate/up scratch */
+    float *y;            /* [max_tokens, H] combined MoE output */
+    uint8_t *hq, *xq;    /* [max_tokens, H], [R, max(H, I)] per-tensor FP8 activation codes */
 };
 
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
@@ -34,7 +54,8 @@ oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max
     if (!ws)
         return OCT_ERR_NOMEM;
     int64_t qd = a->n_heads * a->head_dim, kvd = a->n_kv_heads * a->head_dim;
-    int64_t widest = OCT_MAX(OCT_MAX(qd + 2 * kvd, 2 * a->intermediate), a->hidden);
+    int64_t dense_i = a->moe != OCT_MOE_NONE ? 1 : a->intermediate; /* MoE: no dense MLP */
+    int64_t widest = OCT_MAX(OCT_MAX(qd + 2 * kvd, 2 * dense_i), a->hidden);
     size_t T = (size_t)max_tokens;
     ws->max_tokens = max_tokens;
     ws->max_ctx = max_ctx;
@@ -43,14 +64,39 @@ oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max
     ws->h = oct_malloc_aligned(T * (size_t)a->hidden * 4);
     ws->qkv = oct_malloc_aligned(T * (size_t)(qd + 2 * kvd) * 4);
     ws->att = oct_malloc_aligned(T * (size_t)qd * 4);
-    ws->mlp = oct_malloc_aligned(T * (size_t)(2 * a->intermediate) * 4);
-    ws->act = oct_malloc_aligned(T * (size_t)a->intermediate * 4);
+    ws->mlp = oct_malloc_aligned(T * (size_t)(2 * dense_i) * 4);
+    ws->act = oct_malloc_aligned(T * (size_t)dense_i * 4);
     ws->tmp = oct_malloc_aligned(T * (size_t)widest * 4);
     ws->scores = oct_malloc_aligned((size_t)ws->n_threads * (size_t)max_ctx * 4);
     if (!ws->x || !ws->h || !ws->qkv || !ws->att || !ws->mlp || !ws->act || !ws->tmp ||
         !ws->scores) {
         oct_fwd_ws_free(ws);
         return OCT_ERR_NOMEM;
+    }
+    if (a->moe != OCT_MOE_NONE) {
+        size_t E = (size_t)a->n_experts, k = (size_t)a->top_k, H = (size_t)a->hidden;
+        size_t I = (size_t)a->moe_intermediate, R = T * k;
+        ws->rlogits = oct_malloc_aligned(T * E * 4);
+        ws->sel = oct_malloc(R * sizeof(int32_t));
+        ws->wts = oct_malloc(R * sizeof(float));
+        ws->pair_row = oct_malloc(R * sizeof(int32_t));
+        ws->row_tok = oct_malloc(R * sizeof(int32_t));
+        ws->off = oct_malloc((E + 1) * sizeof(int64_t));
+        ws->fill = oct_malloc(E * sizeof(int64_t));
+        ws->xs = oct_malloc_aligned(R * H * 4);
+        ws->gu = oct_malloc_aligned(R * 2 * I * 4);
+        ws->ea = oct_malloc_aligned(R * I * 4);
+        ws->eo = oct_malloc_aligned(R * H * 4);
+        ws->etmp = oct_malloc_aligned(R * I * 4);
+        ws->y = oct_malloc_aligned(T * H * 4);
+        ws->hq = oct_malloc_aligned(T * H);
+        ws->xq = oct_malloc_aligned(R * (H > I ? H : I));
+        if (!ws->rlogits || !ws->sel || !ws->wts || !ws->pair_row || !ws->row_tok || !ws->off ||
+            !ws->fill || !ws->xs || !ws->gu || !ws->ea || !ws->eo || !ws->etmp || !ws->y ||
+            !ws->hq || !ws->xq) {
+            oct_fwd_ws_free(ws);
+            return OCT_ERR_NOMEM;
+        }
     }
     *out = ws;
     return OCT_OK;
@@ -68,6 +114,21 @@ void oct_fwd_ws_free(oct_fwd_ws *ws)
     oct_free_aligned(ws->act);
     oct_free_aligned(ws->tmp);
     oct_free_aligned(ws->scores);
+    oct_free_aligned(ws->rlogits);
+    oct_free(ws->sel);
+    oct_free(ws->wts);
+    oct_free(ws->pair_row);
+    oct_free(ws->row_tok);
+    oct_free(ws->off);
+    oct_free(ws->fill);
+    oct_free_aligned(ws->xs);
+    oct_free_aligned(ws->gu);
+    oct_free_aligned(ws->ea);
+    oct_free_aligned(ws->eo);
+    oct_free_aligned(ws->etmp);
+    oct_free_aligned(ws->y);
+    oct_free_aligned(ws->hq);
+    oct_free_aligned(ws->xq);
     oct_free(ws);
 }
 
@@ -111,6 +172,132 @@ static oct_status run_units(oct_linear *const *units, const int64_t *widths, int
         for (int64_t t = 0; t < n; t++)
             memcpy(out + t * total + off, tmp + t * widths[u], (size_t)widths[u] * 4);
         off += widths[u];
+    }
+    return OCT_OK;
+}
+
+/* Top-k routing of one token from its router logits [E] (transformers:
+ * softmax in f32, top-k, renormalised when norm_topk; GraniteMoe's softmax
+ * over the top-k logits is the renormalised case).  Softmax is monotonic, so
+ * the top-k of the logits is the top-k of the probabilities; ties go to the
+ * lower expert index. */
+static void route(const float *lg, int64_t E, int64_t k, bool norm, int32_t *sel, float *w)
+{
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (int64_t i = 0; i < j; i++)
+                taken |= sel[i] == (int32_t)e;
+            if (!taken && (best < 0 || lg[e] > lg[best]))
+                best = e;
+        }
+        sel[j] = (int32_t)best;
+    }
+    float mx = lg[0];
+    for (int64_t e = 1; e < E; e++)
+        mx = lg[e] > mx ? lg[e] : mx;
+    float sum = 0.0f;
+    if (norm) {
+        for (int64_t j = 0; j < k; j++)
+            sum += expf(lg[sel[j]] - mx);
+    } else {
+        for (int64_t e = 0; e < E; e++)
+            sum += expf(lg[e] - mx);
+    }
+    for (int64_t j = 0; j < k; j++)
+        w[j] = expf(lg[sel[j]] - mx) / sum;
+}
+
+/* Sparse MoE block on h [n, H] -> ws->y [n, H]. */
+static oct_status moe_mlp(const oct_model *m, const oct_layer_weights *lw, oct_fwd_ws *ws,
+                          int64_t n, const float *h, oct_error *err)
+{
+    const oct_arch *a = &m->arch;
+    const int64_t E = a->n_experts, k = a->top_k, H = a->hidden, I = a->moe_intermediate;
+    const int64_t R = n * k;
+    oct_status st = oct_linear_forward(lw->router, n, h, ws->rlogits, err);
+    if (st != OCT_OK)
+        return st;
+    for (int64_t t = 0; t < n; t++)
+        route(ws->rlogits + t * E, E, k, a->norm_topk, ws->sel + t * k, ws->wts + t * k);
+    /* group rows by expert (tokens in order within an expert) */
+    for (int64_t e = 0; e <= E; e++)
+        ws->off[e] = 0;
+    for (int64_t i = 0; i < R; i++)
+        ws->off[ws->sel[i] + 1]++;
+    for (int64_t e = 0; e < E; e++) {
+        ws->off[e + 1] += ws->off[e];
+        ws->fill[e] = ws->off[e];
+    }
+    for (int64_t i = 0; i < R; i++) {
+        int64_t r = ws->fill[ws->sel[i]]++;
+        ws->row_tok[r] = (int32_t)(i / k);
+        ws->pair_row[i] = (int32_t)r;
+    }
+    /* per-tensor experts: one dynamic activation scale over the whole batch,
+     * as vLLM's fused MoE quantizes its input (spec §2.2) */
+    bool gu_q = false, dn_q = false;
+    for (int64_t e = 0; e < E; e++) {
+        gu_q |= lw->experts[e].gate_up_tensor_act;
+        dn_q |= lw->experts[e].down_tensor_act;
+    }
+    float s_in = 0.0f, s_mid = 0.0f;
+    if (gu_q && (st = oct_quant_tensor(OCT_FP8_E4M3FN, h, (size_t)(n * H), ws->hq, &s_in)))
+        return oct_error_set(err, st, -1, "MoE activation quantization failed");
+#pragma omp parallel for schedule(static) if (R > 8)
+    for (int64_t r = 0; r < R; r++) {
+        int64_t t = ws->row_tok[r];
+        memcpy(ws->xs + r * H, h + t * H, (size_t)H * 4);
+        if (gu_q)
+            memcpy(ws->xq + r * H, ws->hq + t * H, (size_t)H);
+    }
+    for (int64_t e = 0; e < E && st == OCT_OK; e++) {
+        const oct_expert *ex = &lw->experts[e];
+        int64_t r0 = ws->off[e], c = ws->off[e + 1] - r0;
+        if (c == 0)
+            continue;
+        if (ex->gate_up_tensor_act)
+            st = oct_linear_forward_q(ex->gate_up[0], c, ws->xq + r0 * H, OCT_SCALE_TENSOR, &s_in,
+                                      ws->gu + r0 * 2 * I, err);
+        else
+            st = run_units(ex->gate_up, ex->gate_up_n, ex->n_gate_up, c, ws->xs + r0 * H,
+                           ws->gu + r0 * 2 * I, ws->etmp, err);
+    }
+    if (st != OCT_OK)
+        return st;
+#pragma omp parallel for schedule(static) if (R > 4)
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = 0; i < I; i++) {
+            float g = ws->gu[r * 2 * I + i], u = ws->gu[r * 2 * I + I + i];
+            ws->ea[r * I + i] = g / (1.0f + expf(-g)) * u;
+        }
+    if (dn_q && (st = oct_quant_tensor(OCT_FP8_E4M3FN, ws->ea, (size_t)(R * I), ws->xq, &s_mid)))
+        return oct_error_set(err, st, -1, "MoE activation quantization failed");
+    for (int64_t e = 0; e < E && st == OCT_OK; e++) {
+        const oct_expert *ex = &lw->experts[e];
+        int64_t r0 = ws->off[e], c = ws->off[e + 1] - r0;
+        if (c == 0)
+            continue;
+        if (ex->down_tensor_act)
+            st = oct_linear_forward_q(ex->down, c, ws->xq + r0 * I, OCT_SCALE_TENSOR, &s_mid,
+                                      ws->eo + r0 * H, err);
+        else
+            st = oct_linear_forward(ex->down, c, ws->ea + r0 * I, ws->eo + r0 * H, err);
+    }
+    if (st != OCT_OK)
+        return st;
+    /* combine in f32: y[t] = sum_j w[t,j] * expert_j(h[t]) */
+#pragma omp parallel for schedule(static) if (n > 4)
+    for (int64_t t = 0; t < n; t++) {
+        float *y = ws->y + t * H;
+        memset(y, 0, (size_t)H * 4);
+        for (int64_t j = 0; j < k; j++) {
+            const float *o = ws->eo + (int64_t)ws->pair_row[t * k + j] * H;
+            float w = ws->wts[t * k + j];
+            for (int64_t i = 0; i < H; i++)
+                y[i] += o[i] * w;
+        }
     }
     return OCT_OK;
 }
@@ -295,6 +482,13 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
 #pragma omp parallel for schedule(static) if (n > 4)
         for (int64_t t = 0; t < n; t++)
             rmsnorm(h + t * H, x + t * H, lw->mlp_norm, H, a->rms_eps);
+        if (a->moe != OCT_MOE_NONE) {
+            if ((st = moe_mlp(m, lw, ws, n, h, err)) != OCT_OK)
+                return st;
+            for (int64_t i = 0; i < n * H; i++)
+                x[i] += ws->y[i] * a->residual_multiplier;
+            continue;
+        }
         if ((st = run_units(lw->gate_up, lw->gate_up_n, lw->n_gate_up, n, h, mlp, ws->tmp, err)) != OCT_OK)
             return st;
 #pragma omp parallel for schedule(static) if (n > 4)

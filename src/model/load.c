@@ -54,17 +54,21 @@ static void drop_pages(const void *p, size_t n)
     madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Rows [r0, r0+n) of a unit's (fused) weight as f32, across shards. */
+/* Rows [r0, r0+n) of a unit's (fused) weight as f32, across shards (2-D
+ * checkpoint linears or row ranges of 3-D expert tensors). */
 static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, float *dst,
                                 oct_error *err)
 {
     int64_t base = 0;
     for (int s = 0; s < g->n_shards && n > 0; s++) {
         const oct_ckpt_linear *l = g->src[s];
-        int64_t rows = l->out_features;
+        int64_t rows = g->shard_n[s];
         if (r0 < base + rows) {
             int64_t lr = r0 - base, take = OCT_MIN(n, rows - lr);
-            oct_status st = oct_ckpt_linear_read_f32(l, lr, take, dst, err);
+            oct_status st =
+                l ? oct_ckpt_linear_read_f32(l, lr, take, dst, err)
+                  : oct_tensor_read_f32(g->stack[s], (g->stack_row0[s] + lr) * g->k, take * g->k,
+                                        dst, err);
             if (st != OCT_OK)
                 return st;
             dst += take * g->k;
@@ -194,10 +198,10 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
     if (st == OCT_OK && bias) {
         int64_t o = 0;
         for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
-            const oct_tensor *b = g->src[s]->bias;
+            const oct_tensor *b = g->src[s] ? g->src[s]->bias : NULL;
             if (!b || b->numel != g->src[s]->out_features) {
                 st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: bias missing or of wrong size",
-                                   g->src[s]->name);
+                                   g->src[s] ? g->src[s]->name : g->name);
                 break;
             }
             st = oct_tensor_read_f32(b, 0, b->numel, bias + o, err);
@@ -205,8 +209,18 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
         }
     }
     /* the BF16 source pages go back before the kernel repacks the codes */
-    for (int s = 0; s < g->n_shards; s++)
-        drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
+    for (int s = 0; s < g->n_shards; s++) {
+        if (g->src[s]) {
+            drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
+        } else {
+            /* only this expert's rows: the rest of the 3-D tensor is still to come
+             * (drop_pages rounds inward-out to pages; re-reads hit the page cache) */
+            size_t es = oct_dtype_size(g->stack[s]->dtype);
+            size_t off = (size_t)(g->stack_row0[s] * g->k) * es;
+            size_t len = (size_t)(g->shard_n[s] * g->k) * es;
+            drop_pages((const char *)g->stack[s]->data + off, len);
+        }
+    }
     oct_free(chunk);
     chunk = NULL;
     if (st == OCT_OK)
@@ -356,33 +370,42 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
             if ((st = read_vec(ts, name, a->head_dim, &lw->k_norm, err)))
                 return st;
         }
-        /* units of this layer, in plan order: qkv (1 or 3), o, gate_up (1 or 2), down */
-        for (int role = 0; role < OCT_G_PER_LAYER; role++) {
-            int want = role == OCT_G_QKV ? 3 : role == OCT_G_GATE_UP ? 2 : 1;
-            int got = 0;
-            while (got < want && gi < p->n_groups) {
-                const oct_plan_group *g = &p->groups[gi];
-                oct_linear *lin = NULL;
-                if (opts && opts->progress)
-                    opts->progress(done, total, g->name, opts->progress_user);
-                if ((st = load_unit(g, &lin, err)) != OCT_OK)
-                    return st;
-                done += g->bytes;
-                gi++;
-                oct_release_free_memory();
-                got += g->n_shards;
-                switch (role) {
-                case OCT_G_QKV:
-                    lw->qkv_n[lw->n_qkv] = g->n;
-                    lw->qkv[lw->n_qkv++] = lin;
-                    break;
-                case OCT_G_O: lw->o = lin; break;
-                case OCT_G_GATE_UP:
-                    lw->gate_up_n[lw->n_gate_up] = g->n;
-                    lw->gate_up[lw->n_gate_up++] = lin;
-                    break;
-                default: lw->down = lin; break;
-                }
+        if (a->moe != OCT_MOE_NONE) {
+            lw->experts = oct_calloc((size_t)a->n_experts, sizeof *lw->experts);
+            if (!lw->experts)
+                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        /* units of this layer, in plan order */
+        for (; gi < p->n_groups && p->groups[gi].layer == l; gi++) {
+            const oct_plan_group *g = &p->groups[gi];
+            oct_linear *lin = NULL;
+            if (opts && opts->progress)
+                opts->progress(done, total, g->name, opts->progress_user);
+            if ((st = load_unit(g, &lin, err)) != OCT_OK)
+                return st;
+            done += g->bytes;
+            oct_expert *ex = g->expert >= 0 ? &lw->experts[g->expert] : NULL;
+            switch (g->role) {
+            case OCT_U_QKV:
+                lw->qkv_n[lw->n_qkv] = g->n;
+                lw->qkv[lw->n_qkv++] = lin;
+                break;
+            case OCT_U_O: lw->o = lin; break;
+            case OCT_U_GATE_UP:
+                lw->gate_up_n[lw->n_gate_up] = g->n;
+                lw->gate_up[lw->n_gate_up++] = lin;
+                break;
+            case OCT_U_DOWN: lw->down = lin; break;
+            case OCT_U_ROUTER: lw->router = lin; break;
+            case OCT_U_EXP_GATE_UP:
+                ex->gate_up_n[ex->n_gate_up] = g->n;
+                ex->gate_up[ex->n_gate_up++] = lin;
+                ex->gate_up_tensor_act = g->moe_tensor_act;
+                break;
+            case OCT_U_EXP_DOWN:
+                ex->down = lin;
+                ex->down_tensor_act = g->moe_tensor_act;
+                break;
             }
         }
     }
@@ -447,6 +470,15 @@ void oct_model_free(oct_model *m)
             for (int i = 0; i < lw->n_gate_up; i++)
                 oct_linear_free(lw->gate_up[i]);
             oct_linear_free(lw->down);
+            oct_linear_free(lw->router);
+            if (lw->experts) {
+                for (int64_t e = 0; e < m->arch.n_experts; e++) {
+                    for (int i = 0; i < lw->experts[e].n_gate_up; i++)
+                        oct_linear_free(lw->experts[e].gate_up[i]);
+                    oct_linear_free(lw->experts[e].down);
+                }
+                oct_free(lw->experts);
+            }
         }
     }
     oct_free(m->layers);

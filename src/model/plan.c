@@ -14,25 +14,6 @@
 #include "core/core.h"
 #include "model/model.h"
 
-static const char *const k_qkv[] = {"q_proj", "k_proj", "v_proj"};
-static const char *const k_gate_up[] = {"gate_proj", "up_proj"};
-
-typedef struct role_def {
-    const char *block;   /* "self_attn" | "mlp" */
-    const char *fused;   /* fused name */
-    const char *const *shards;
-    int n_shards;
-} role_def;
-
-static const char *const k_o[] = {"o_proj"};
-static const char *const k_down[] = {"down_proj"};
-static const role_def k_roles[OCT_G_PER_LAYER] = {
-    [OCT_G_QKV] = {"self_attn", "qkv_proj", k_qkv, 3},
-    [OCT_G_O] = {"self_attn", "o_proj", k_o, 1},
-    [OCT_G_GATE_UP] = {"mlp", "gate_up_proj", k_gate_up, 2},
-    [OCT_G_DOWN] = {"mlp", "down_proj", k_down, 1},
-};
-
 static char *keep(oct_plan *p, const char *s, oct_error *err, oct_status *st)
 {
     /* layer_names is sized generously at creation; see oct_plan_build. */
@@ -141,12 +122,390 @@ static void online_desc(oct_online_scheme s, oct_linear_desc *d)
     }
 }
 
-static const char *scheme_of(const oct_ckpt_linear *l, oct_online_scheme online, bool is_fp8)
+static const char *scheme_of(oct_online_scheme online, bool is_fp8)
 {
-    (void)l;
     if (online != OCT_ONLINE_NONE)
         return oct_online_scheme_str(online);
     return is_fp8 ? NULL : "bf16";
+}
+
+/* One unfused linear as a unit sees it: its plan name and its weight source. */
+typedef struct shard_in {
+    char name[192];
+    const oct_ckpt_linear *src; /* 2-D checkpoint linear, or NULL: */
+    const oct_tensor *stack;    /* 3-D expert tensor viewed as [E*R, k] */
+    int64_t row0, n, k;
+} shard_in;
+
+typedef struct plan_ctx {
+    oct_plan *p;
+    const char *dir;
+    bool online;
+    oct_weight_type plain;
+    oct_linear_selector *sel;
+    bool *ignore_used;
+} plan_ctx;
+
+static oct_status match_ignore(const plan_ctx *c, const char *name, int *idx, oct_error *err)
+{
+    *idx = -1;
+    if (!c->online || c->p->qspec.n_ignore <= 0)
+        return OCT_OK;
+    return oct_name_match_list((const char *const *)c->p->qspec.ignore, c->p->qspec.n_ignore,
+                               name, idx, err);
+}
+
+static const char *last_component(const char *name)
+{
+    const char *d = strrchr(name, '.');
+    return d ? d + 1 : name;
+}
+
+/* Adds the units of one role (fused shards, or a single linear) to the plan:
+ * scheme per shard (online `base` unless an ignore entry matched; layer_ign
+ * >= 0: already ignored by a whole-layer entry), the shards-must-agree rule,
+ * unit descriptions, kernels, plan entries. */
+static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int64_t expert,
+                            const char *fused, const shard_in *sh, int n_sh,
+                            oct_online_scheme base, bool consult_ignore, int layer_ign,
+                            oct_error *err)
+{
+    oct_plan *p = c->p;
+    oct_status st = OCT_OK;
+    oct_online_scheme sch[OCT_MAX_SHARDS];
+    int ign[OCT_MAX_SHARDS];
+    /* the fused name itself listed in ignore ignores every shard */
+    int fused_ign = layer_ign;
+    if (fused_ign < 0 && consult_ignore) {
+        if ((st = match_ignore(c, fused, &fused_ign, err)) != OCT_OK)
+            return st;
+        if (fused_ign >= 0 && strncmp(p->qspec.ignore[fused_ign], "re:", 3) == 0)
+            fused_ign = -1; /* only the exact fused name counts (spec §3.5 rule 3) */
+    }
+    for (int s = 0; s < n_sh; s++) {
+        ign[s] = fused_ign;
+        sch[s] = c->online ? base : OCT_ONLINE_NONE;
+        if (consult_ignore && sch[s] != OCT_ONLINE_NONE && fused_ign < 0 &&
+            (st = match_ignore(c, sh[s].name, &ign[s], err)) != OCT_OK)
+            return st;
+        if (ign[s] >= 0) {
+            c->ignore_used[ign[s]] = true;
+            sch[s] = OCT_ONLINE_NONE;
+        }
+    }
+    bool ckpt_fp8 = sh[0].src && sh[0].src->scale_kind != OCT_WSCALE_NONE;
+    for (int s = 1; s < n_sh; s++) {
+        bool s_fp8 = sh[s].src && sh[s].src->scale_kind != OCT_WSCALE_NONE;
+        if (sch[s] != sch[0] || s_fp8 != ckpt_fp8) {
+            char list[160] = "";
+            for (int t = 0; t < n_sh; t++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", t ? ", " : "",
+                         last_component(sh[t].name));
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "Found a different quantization schemes for [%s] in %s. "
+                                 "octet (like vLLM) requires all to use the same scheme.",
+                                 list, fused);
+        }
+    }
+    bool is_expert = role == OCT_U_EXP_GATE_UP || role == OCT_U_EXP_DOWN;
+    /* Units: fused unless the checkpoint's FP8 shards keep their own scales. */
+    int n_units = ckpt_fp8 ? n_sh : 1;
+    for (int u = 0; u < n_units; u++) {
+        oct_plan_group *g = &p->groups[p->n_groups];
+        int s0 = ckpt_fp8 ? u : 0, s1 = ckpt_fp8 ? u + 1 : n_sh;
+        snprintf(g->name, sizeof g->name, "%s", ckpt_fp8 || n_sh == 1 ? sh[s0].name : fused);
+        g->n_shards = s1 - s0;
+        g->k = sh[s0].k;
+        g->online = sch[0];
+        g->from_checkpoint_fp8 = ckpt_fp8;
+        g->layer = layer;
+        g->role = role;
+        g->expert = expert;
+        for (int s = s0; s < s1; s++) {
+            g->src[s - s0] = sh[s].src;
+            g->stack[s - s0] = sh[s].stack;
+            g->stack_row0[s - s0] = sh[s].row0;
+            g->shard_n[s - s0] = sh[s].n;
+            g->n += sh[s].n;
+        }
+        oct_linear_desc *d = &g->desc;
+        memset(d, 0, sizeof *d);
+        d->name = g->name;
+        d->n = g->n;
+        d->k = g->k;
+        d->has_bias = sh[s0].src && sh[s0].src->bias != NULL;
+        if (ckpt_fp8) {
+            if ((st = ckpt_desc(sh[s0].src, d, err)) != OCT_OK)
+                return st;
+        } else if (g->online != OCT_ONLINE_NONE) {
+            online_desc(g->online, d);
+            if (is_expert && g->online == OCT_ONLINE_PER_TENSOR) {
+                /* vLLM's fused MoE: per-tensor dynamic activations (spec §2.2) */
+                d->act = OCT_ACT_DYNAMIC_TENSOR;
+                g->moe_tensor_act = true;
+            }
+        } else {
+            d->weight_type = c->plain;
+            d->act = OCT_ACT_NONE;
+        }
+        if (d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 &&
+            g->k % 32 != 0)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "MXFP8 requires input_size_per_partition (%lld) to be "
+                                 "divisible by 32. (layer %s)",
+                                 (long long)g->k, g->name);
+        if ((st = oct_linear_selector_pick(c->sel, d, &g->kernel, err)) != OCT_OK)
+            return st;
+        g->bytes = unit_bytes(d);
+        uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
+        if (bf16 > p->largest_group_bf16)
+            p->largest_group_bf16 = bf16;
+        for (int s = s0; s < s1; s++) {
+            oct_plan_layer *pl = &p->layers[p->n_layers];
+            g->plan_index[s - s0] = p->n_layers;
+            pl->name = keep(p, sh[s].name, err, &st);
+            pl->group = keep(p, g->name, err, &st);
+            pl->n = sh[s].n;
+            pl->k = sh[s].k;
+            const char *sc = scheme_of(g->online, ckpt_fp8);
+            char buf[128];
+            if (!sc) {
+                snprintf(buf, sizeof buf, "%s (checkpoint)", oct_checkpoint_scheme(p->ckpt));
+                sc = buf;
+            }
+            pl->scheme = keep(p, sc, err, &st);
+            pl->ignore_rule = ign[s] >= 0 ? p->qspec.ignore[ign[s]] : NULL;
+            pl->kernel = oct_linear_kernel_name(g->kernel);
+            pl->bytes = g->bytes * (uint64_t)pl->n / (uint64_t)g->n;
+            if (st != OCT_OK)
+                return st;
+            if (d->weight_type == OCT_WEIGHT_FP8)
+                p->n_quantized++;
+            p->n_layers++;
+        }
+        p->model_bytes += g->bytes;
+        p->bf16_bytes += bf16;
+        p->n_groups++;
+    }
+    return OCT_OK;
+}
+
+/* A 2-D checkpoint linear `name` of shape [want_n, want_k] as a shard. */
+static oct_status lin_shard(const plan_ctx *c, const char *name, int64_t want_n, int64_t want_k,
+                            shard_in *out, oct_error *err)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->src = oct_checkpoint_find_linear(c->p->ckpt, name);
+    if (!out->src)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1, "%s: tensor %s.weight is missing",
+                             c->dir, name);
+    if (out->src->out_features != want_n || out->src->in_features != want_k)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: %s.weight has shape [%lld, %lld], config.json implies "
+                             "[%lld, %lld]",
+                             c->dir, name, (long long)out->src->out_features,
+                             (long long)out->src->in_features, (long long)want_n,
+                             (long long)want_k);
+    out->n = want_n;
+    out->k = want_k;
+    return OCT_OK;
+}
+
+/* Dense roles: the attention's q/k/v and o, the MLP's gate/up and down. */
+static oct_status dense_role(plan_ctx *c, int64_t l, oct_unit_role role, oct_error *err)
+{
+    static const char *const qkv[] = {"q_proj", "k_proj", "v_proj"};
+    static const char *const gate_up[] = {"gate_proj", "up_proj"};
+    static const char *const o[] = {"o_proj"};
+    static const char *const down[] = {"down_proj"};
+    const oct_arch *a = &c->p->arch;
+    int64_t qd = a->n_heads * a->head_dim, kvd = a->n_kv_heads * a->head_dim;
+    const char *block = role == OCT_U_QKV || role == OCT_U_O ? "self_attn" : "mlp";
+    const char *fused_short = role == OCT_U_QKV       ? "qkv_proj"
+                              : role == OCT_U_O       ? "o_proj"
+                              : role == OCT_U_GATE_UP ? "gate_up_proj"
+                                                      : "down_proj";
+    const char *const *shards = role == OCT_U_QKV       ? qkv
+                                : role == OCT_U_O       ? o
+                                : role == OCT_U_GATE_UP ? gate_up
+                                                        : down;
+    int n_sh = role == OCT_U_QKV ? 3 : role == OCT_U_GATE_UP ? 2 : 1;
+    shard_in sh[OCT_MAX_SHARDS];
+    char fused[192], name[192];
+    snprintf(fused, sizeof fused, "model.layers.%lld.%s.%s", (long long)l, block, fused_short);
+    for (int s = 0; s < n_sh; s++) {
+        int64_t want_n = role == OCT_U_QKV       ? (s == 0 ? qd : kvd)
+                         : role == OCT_U_O       ? a->hidden
+                         : role == OCT_U_GATE_UP ? a->intermediate
+                                                 : a->hidden;
+        int64_t want_k = role == OCT_U_O ? qd : role == OCT_U_DOWN ? a->intermediate : a->hidden;
+        snprintf(name, sizeof name, "model.layers.%lld.%s.%s", (long long)l, block, shards[s]);
+        oct_status st = lin_shard(c, name, want_n, want_k, &sh[s], err);
+        if (st != OCT_OK)
+            return st;
+    }
+    return add_units(c, l, role, -1, fused, sh, n_sh, c->p->qspec.linear, true, -1, err);
+}
+
+static bool float_dtype(oct_dtype dt)
+{
+    return dt == OCT_DT_BF16 || dt == OCT_DT_F16 || dt == OCT_DT_F32;
+}
+
+/* A 3-D expert tensor: `name`, then `name`.weight; NULL when neither exists. */
+static const oct_tensor *find_stack(const oct_tensor_set *ts, const char *name)
+{
+    const oct_tensor *t = oct_tensor_set_find(ts, name);
+    if (!t) {
+        char w[256];
+        snprintf(w, sizeof w, "%s.weight", name);
+        t = oct_tensor_set_find(ts, w);
+    }
+    return t;
+}
+
+static oct_status check_stack(const plan_ctx *c, const oct_tensor *t, int64_t e, int64_t r,
+                              int64_t k, oct_error *err)
+{
+    if (t->n_dims != 3 || t->dims[0] != e || t->dims[1] != r || t->dims[2] != k)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: expert tensor %s has %d dims [%lld, %lld, %lld], config.json "
+                             "implies [%lld, %lld, %lld]",
+                             c->dir, t->name, t->n_dims, (long long)t->dims[0],
+                             (long long)(t->n_dims > 1 ? t->dims[1] : 0),
+                             (long long)(t->n_dims > 2 ? t->dims[2] : 0), (long long)e,
+                             (long long)r, (long long)k);
+    if (!float_dtype(t->dtype))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s: expert tensor %s is %s: pre-quantized 3-D expert tensors are "
+                             "not supported (per-expert 2-D FP8 tensors are)",
+                             c->dir, t->name, oct_dtype_str(t->dtype));
+    return OCT_OK;
+}
+
+/* One sparse MoE block: the router (never quantized) and every expert's
+ * gate/up and down units, in whichever layout the checkpoint has:
+ *   per-expert 2-D   <blk>.experts.N.{w1,w3,w2} (Mixtral) / .{gate,up,down}_proj (Qwen3-MoE)
+ *   fused 3-D        <blk>.experts.gate_up_proj [E, 2I, H] (gate rows then up rows),
+ *                    <blk>.experts.down_proj [E, H, I] (transformers 5 in-memory layout)
+ *   stacked 3-D      <blk>.input_linear.weight [E, 2I, H], <blk>.output_linear.weight
+ *                    [E, H, I] (GraniteMoe; transformers chunks input_linear's output
+ *                    into gate then up halves)
+ * Plan names of experts are <blk>.experts.N.<shard> (the checkpoint's shard names for
+ * per-expert layouts, gate_proj/up_proj/down_proj for 3-D ones); the fused unit is
+ * <blk>.experts.N.gate_up_proj.  An ignore entry matching <blk>.experts (vLLM's
+ * FusedMoE name) keeps every expert of the layer unquantized. */
+static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
+{
+    typedef struct {
+        const char *block, *router;
+    } router_name;
+    static const router_name k_mixtral[] = {{"block_sparse_moe", "gate"}, {"mlp", "gate"}};
+    static const router_name k_qwen3[] = {{"mlp", "gate"}};
+    static const router_name k_granite[] = {{"block_sparse_moe", "router.layer"},
+                                            {"block_sparse_moe", "router"}};
+    static const char *const mixtral_sh[] = {"w1", "w3", "w2"};
+    static const char *const qwen_sh[] = {"gate_proj", "up_proj", "down_proj"};
+    oct_plan *p = c->p;
+    const oct_arch *a = &p->arch;
+    const oct_tensor_set *ts = oct_checkpoint_tensors(p->ckpt);
+    const int64_t E = a->n_experts, I = a->moe_intermediate, H = a->hidden;
+    const router_name *rn = a->moe == OCT_MOE_MIXTRAL ? k_mixtral
+                            : a->moe == OCT_MOE_QWEN3 ? k_qwen3
+                                                      : k_granite;
+    size_t n_rn = a->moe == OCT_MOE_MIXTRAL ? OCT_ARRAY_LEN(k_mixtral)
+                  : a->moe == OCT_MOE_QWEN3 ? OCT_ARRAY_LEN(k_qwen3)
+                                            : OCT_ARRAY_LEN(k_granite);
+    char blk[128], name[192], fused[192];
+    shard_in sh[OCT_MAX_SHARDS];
+    oct_status st;
+    const oct_ckpt_linear *router = NULL;
+    for (size_t i = 0; i < n_rn && !router; i++) {
+        snprintf(blk, sizeof blk, "model.layers.%lld.%s", (long long)l, rn[i].block);
+        snprintf(name, sizeof name, "%s.%s", blk, rn[i].router);
+        router = oct_checkpoint_find_linear(p->ckpt, name);
+    }
+    if (!router) {
+        snprintf(blk, sizeof blk, "model.layers.%lld.%s", (long long)l, rn[0].block);
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "%s: tensor %s.%s.weight (MoE router of %s) is missing", c->dir,
+                             blk, rn[0].router, a->name);
+    }
+    if ((st = lin_shard(c, router->name, E, H, &sh[0], err)) != OCT_OK)
+        return st;
+    /* MoE router gates are never quantized (spec §3.2) */
+    if ((st = add_units(c, l, OCT_U_ROUTER, -1, router->name, sh, 1, OCT_ONLINE_NONE, false, -1,
+                        err)) != OCT_OK)
+        return st;
+
+    /* expert layout */
+    const char *const *shn = a->moe == OCT_MOE_MIXTRAL ? mixtral_sh : qwen_sh;
+    bool per_expert = false;
+    const oct_tensor *gu3 = NULL, *dn3 = NULL;
+    if (a->moe != OCT_MOE_GRANITE) {
+        snprintf(name, sizeof name, "%s.experts.0.%s", blk, shn[0]);
+        per_expert = oct_checkpoint_find_linear(p->ckpt, name) != NULL;
+    }
+    if (!per_expert) {
+        snprintf(name, sizeof name, "%s.experts.gate_up_proj", blk);
+        gu3 = find_stack(ts, name);
+        snprintf(name, sizeof name, "%s.experts.down_proj", blk);
+        dn3 = find_stack(ts, name);
+        if (!gu3 && !dn3 && a->moe == OCT_MOE_GRANITE) {
+            snprintf(name, sizeof name, "%s.input_linear", blk);
+            gu3 = find_stack(ts, name);
+            snprintf(name, sizeof name, "%s.output_linear", blk);
+            dn3 = find_stack(ts, name);
+        }
+        if (!gu3 || !dn3) {
+            if (a->moe == OCT_MOE_GRANITE)
+                return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                                     "%s: no expert weights for %s (looked for "
+                                     "%s.input_linear.weight / output_linear.weight and "
+                                     "%s.experts.gate_up_proj / down_proj)",
+                                     c->dir, blk, blk, blk);
+            return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                                 "%s: no expert weights for %s (looked for "
+                                 "%s.experts.0.%s.weight and %s.experts.gate_up_proj / "
+                                 "down_proj)",
+                                 c->dir, blk, blk, shn[0], blk);
+        }
+        if ((st = check_stack(c, gu3, E, 2 * I, H, err)) != OCT_OK ||
+            (st = check_stack(c, dn3, E, H, I, err)) != OCT_OK)
+            return st;
+    }
+    /* the whole MoE layer by its vLLM name */
+    oct_online_scheme base = p->qspec.moe;
+    int layer_ign = -1;
+    snprintf(name, sizeof name, "%s.experts", blk);
+    if (base != OCT_ONLINE_NONE && (st = match_ignore(c, name, &layer_ign, err)) != OCT_OK)
+        return st;
+    for (int64_t e = 0; e < E; e++) {
+        snprintf(fused, sizeof fused, "%s.experts.%lld.gate_up_proj", blk, (long long)e);
+        for (int s = 0; s < 3; s++) {
+            const char *short_name = per_expert ? shn[s] : qwen_sh[s];
+            snprintf(name, sizeof name, "%s.experts.%lld.%s", blk, (long long)e, short_name);
+            int64_t n = s < 2 ? I : H, k = s < 2 ? H : I;
+            if (per_expert) {
+                if ((st = lin_shard(c, name, n, k, &sh[s], err)) != OCT_OK)
+                    return st;
+            } else {
+                memset(&sh[s], 0, sizeof sh[s]);
+                snprintf(sh[s].name, sizeof sh[s].name, "%s", name);
+                sh[s].stack = s < 2 ? gu3 : dn3;
+                sh[s].row0 = s < 2 ? e * 2 * I + s * I : e * H;
+                sh[s].n = n;
+                sh[s].k = k;
+            }
+        }
+        if ((st = add_units(c, l, OCT_U_EXP_GATE_UP, e, fused, sh, 2, base, true, layer_ign,
+                            err)) != OCT_OK ||
+            (st = add_units(c, l, OCT_U_EXP_DOWN, e, sh[2].name, &sh[2], 1, base, true,
+                            layer_ign, err)) != OCT_OK)
+            return st;
+    }
+    return OCT_OK;
 }
 
 static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p, oct_error *err)
@@ -183,161 +542,31 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
 
     const oct_arch *a = &p->arch;
     int64_t L = a->n_layers;
-    int64_t max_layers = L * 7, max_groups = L * 7;
+    /* per layer: q, k, v, o, gate, up, down (+ router and 3 per expert) */
+    int64_t per_layer = 7 + (a->moe != OCT_MOE_NONE ? 1 + 3 * a->n_experts : 0);
+    int64_t max_layers = L * per_layer, max_groups = L * per_layer;
     p->layers = oct_calloc((size_t)max_layers, sizeof *p->layers);
     p->groups = oct_calloc((size_t)max_groups, sizeof *p->groups);
     p->layer_names = oct_calloc((size_t)(max_layers * 3 + 8), sizeof(char *));
     if (!p->layers || !p->groups || !p->layer_names || !p->dtype)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
 
-    int64_t qd = a->n_heads * a->head_dim, kvd = a->n_kv_heads * a->head_dim;
-    bool *ignore_used = oct_calloc((size_t)(p->qspec.n_ignore + 1), sizeof(bool));
-    oct_linear_selector *sel = NULL;
-    if (!ignore_used)
+    plan_ctx c = {p, dir, online, plain, NULL, NULL};
+    c.ignore_used = oct_calloc((size_t)(p->qspec.n_ignore + 1), sizeof(bool));
+    if (!c.ignore_used)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    if ((st = oct_linear_selector_create(opts->linear_backend, &sel, err)) != OCT_OK)
+    if ((st = oct_linear_selector_create(opts->linear_backend, &c.sel, err)) != OCT_OK)
         goto out;
     for (int64_t l = 0; l < L; l++) {
-        for (int r = 0; r < OCT_G_PER_LAYER; r++) {
-            const role_def *rd = &k_roles[r];
-            const oct_ckpt_linear *src[OCT_MAX_SHARDS] = {0};
-            oct_online_scheme sch[OCT_MAX_SHARDS];
-            int ign[OCT_MAX_SHARDS];
-            char names[OCT_MAX_SHARDS][192], fused[192];
-            snprintf(fused, sizeof fused, "model.layers.%lld.%s.%s", (long long)l, rd->block,
-                     rd->fused);
-            /* the fused name itself listed in ignore ignores every shard */
-            int fused_ign = -1;
-            if (online && p->qspec.n_ignore > 0 &&
-                (st = oct_name_match_list((const char *const *)p->qspec.ignore,
-                                          p->qspec.n_ignore, fused, &fused_ign, err)) != OCT_OK)
-                goto out;
-            if (fused_ign >= 0 && strncmp(p->qspec.ignore[fused_ign], "re:", 3) == 0)
-                fused_ign = -1; /* only the exact fused name counts (spec §3.5 rule 3) */
-            for (int s = 0; s < rd->n_shards; s++) {
-                snprintf(names[s], sizeof names[s], "model.layers.%lld.%s.%s", (long long)l,
-                         rd->block, rd->shards[s]);
-                src[s] = oct_checkpoint_find_linear(p->ckpt, names[s]);
-                if (!src[s]) {
-                    st = oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                                       "%s: tensor %s.weight is missing", dir, names[s]);
-                    goto out;
-                }
-                int64_t want_n = r == OCT_G_QKV ? (s == 0 ? qd : kvd)
-                                 : r == OCT_G_O ? a->hidden
-                                 : r == OCT_G_GATE_UP ? a->intermediate
-                                                      : a->hidden;
-                int64_t want_k = r == OCT_G_O ? qd : r == OCT_G_DOWN ? a->intermediate : a->hidden;
-                if (src[s]->out_features != want_n || src[s]->in_features != want_k) {
-                    st = oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                       "%s: %s.weight has shape [%lld, %lld], config.json implies "
-                                       "[%lld, %lld]",
-                                       dir, names[s], (long long)src[s]->out_features,
-                                       (long long)src[s]->in_features, (long long)want_n,
-                                       (long long)want_k);
-                    goto out;
-                }
-                ign[s] = fused_ign;
-                sch[s] = online ? p->qspec.linear : OCT_ONLINE_NONE;
-                if (online && sch[s] != OCT_ONLINE_NONE && fused_ign < 0 &&
-                    p->qspec.n_ignore > 0) {
-                    if ((st = oct_name_match_list((const char *const *)p->qspec.ignore,
-                                                  p->qspec.n_ignore, names[s], &ign[s], err)))
-                        goto out;
-                }
-                if (ign[s] >= 0) {
-                    ignore_used[ign[s]] = true;
-                    sch[s] = OCT_ONLINE_NONE;
-                }
-            }
-            bool ckpt_fp8 = src[0]->scale_kind != OCT_WSCALE_NONE;
-            for (int s = 1; s < rd->n_shards; s++) {
-                bool s_fp8 = src[s]->scale_kind != OCT_WSCALE_NONE;
-                if (sch[s] != sch[0] || s_fp8 != ckpt_fp8) {
-                    char list[128] = "";
-                    for (int t = 0; t < rd->n_shards; t++)
-                        snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'",
-                                 t ? ", " : "", rd->shards[t]);
-                    st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                       "Found a different quantization schemes for [%s] in %s. "
-                                       "octet (like vLLM) requires all to use the same scheme.",
-                                       list, fused);
-                    goto out;
-                }
-            }
-            /* Units: fused unless the checkpoint's FP8 shards keep their own scales. */
-            int n_units = ckpt_fp8 ? rd->n_shards : 1;
-            for (int u = 0; u < n_units; u++) {
-                oct_plan_group *g = &p->groups[p->n_groups];
-                int s0 = ckpt_fp8 ? u : 0, s1 = ckpt_fp8 ? u + 1 : rd->n_shards;
-                snprintf(g->name, sizeof g->name, "%s", ckpt_fp8 || rd->n_shards == 1 ? names[s0]
-                                                                                      : fused);
-                g->n_shards = s1 - s0;
-                g->k = src[s0]->in_features;
-                g->online = sch[0];
-                g->from_checkpoint_fp8 = ckpt_fp8;
-                for (int s = s0; s < s1; s++) {
-                    g->src[s - s0] = src[s];
-                    g->n += src[s]->out_features;
-                }
-                oct_linear_desc *d = &g->desc;
-                memset(d, 0, sizeof *d);
-                d->name = g->name;
-                d->n = g->n;
-                d->k = g->k;
-                d->has_bias = src[s0]->bias != NULL;
-                if (ckpt_fp8) {
-                    if ((st = ckpt_desc(src[s0], d, err)) != OCT_OK)
-                        goto out;
-                } else if (g->online != OCT_ONLINE_NONE) {
-                    online_desc(g->online, d);
-                } else {
-                    d->weight_type = plain;
-                    d->act = OCT_ACT_NONE;
-                }
-                if ((d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 &&
-                     g->k % 32 != 0)) {
-                    st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                       "MXFP8 requires input_size_per_partition (%lld) to be "
-                                       "divisible by 32. (layer %s)",
-                                       (long long)g->k, g->name);
-                    goto out;
-                }
-                if ((st = oct_linear_selector_pick(sel, d, &g->kernel, err)) != OCT_OK)
-                    goto out;
-                g->bytes = unit_bytes(d);
-                uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
-                if (bf16 > p->largest_group_bf16)
-                    p->largest_group_bf16 = bf16;
-                for (int s = s0; s < s1; s++) {
-                    oct_plan_layer *pl = &p->layers[p->n_layers];
-                    g->plan_index[s - s0] = p->n_layers;
-                    pl->name = keep(p, names[s], err, &st);
-                    pl->group = keep(p, g->name, err, &st);
-                    pl->n = src[s]->out_features;
-                    pl->k = src[s]->in_features;
-                    const char *sc = scheme_of(src[s], g->online, ckpt_fp8);
-                    char buf[128];
-                    if (!sc) {
-                        snprintf(buf, sizeof buf, "%s (checkpoint)",
-                                 oct_checkpoint_scheme(p->ckpt));
-                        sc = buf;
-                    }
-                    pl->scheme = keep(p, sc, err, &st);
-                    pl->ignore_rule = ign[s] >= 0 ? p->qspec.ignore[ign[s]] : NULL;
-                    pl->kernel = oct_linear_kernel_name(g->kernel);
-                    pl->bytes = g->bytes * (uint64_t)pl->n / (uint64_t)g->n;
-                    if (st != OCT_OK)
-                        goto out;
-                    if (d->weight_type == OCT_WEIGHT_FP8)
-                        p->n_quantized++;
-                    p->n_layers++;
-                }
-                p->model_bytes += g->bytes;
-                p->bf16_bytes += bf16;
-                p->n_groups++;
-            }
-        }
+        if ((st = dense_role(&c, l, OCT_U_QKV, err)) != OCT_OK ||
+            (st = dense_role(&c, l, OCT_U_O, err)) != OCT_OK)
+            goto out;
+        if (a->moe != OCT_MOE_NONE)
+            st = moe_layer(&c, l, err);
+        else if ((st = dense_role(&c, l, OCT_U_GATE_UP, err)) == OCT_OK)
+            st = dense_role(&c, l, OCT_U_DOWN, err);
+        if (st != OCT_OK)
+            goto out;
     }
     /* Embeddings and lm_head stay in the checkpoint dtype (BF16): never quantized. */
     uint64_t emb = 2u * (uint64_t)a->vocab * (uint64_t)a->hidden;
@@ -349,27 +578,34 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
      * codes before they are repacked. */
     p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_group_bf16 * 3 / 2) + (16u << 20);
     for (int i = 0; i < p->qspec.n_ignore; i++)
-        if (!ignore_used[i])
+        if (!c.ignore_used[i])
             OCT_WARN("ignore entry '%s' matched no layer (names look like "
                      "model.layers.0.self_attn.q_proj; a fused name like "
-                     "model.layers.0.self_attn.qkv_proj works only as an exact name)",
-                     p->qspec.ignore[i]);
+                     "model.layers.0.self_attn.qkv_proj works only as an exact name%s)",
+                     p->qspec.ignore[i],
+                     a->moe != OCT_MOE_NONE
+                         ? "; experts: model.layers.0.<block>.experts for a whole MoE layer, "
+                           "model.layers.0.<block>.experts.3.<shard> for one expert; see "
+                           "inspect --plan"
+                         : "");
     if (online)
         snprintf(p->summary, sizeof p->summary,
                  "online %s: %lld of %lld linear layers quantized, %.1f MB BF16 -> %.1f MB "
-                 "(embeddings and lm_head kept in BF16)",
+                 "(%s kept in BF16)",
                  p->qspec.shorthand[0] ? p->qspec.shorthand : "quantization_config",
                  (long long)p->n_quantized, (long long)p->n_layers, (double)p->bf16_bytes / 1e6,
-                 (double)p->model_bytes / 1e6);
+                 (double)p->model_bytes / 1e6,
+                 a->moe != OCT_MOE_NONE ? "embeddings, lm_head and MoE routers"
+                                        : "embeddings and lm_head");
     else
         snprintf(p->summary, sizeof p->summary,
                  "%s checkpoint (%s): %lld of %lld linear layers FP8, %.1f MB as loaded",
                  oct_ckpt_format_str(fmt), oct_checkpoint_scheme(p->ckpt),
                  (long long)p->n_quantized, (long long)p->n_layers, (double)p->model_bytes / 1e6);
-    oct_linear_selector_log_summary(sel);
+    oct_linear_selector_log_summary(c.sel);
 out:
-    oct_linear_selector_free(sel);
-    oct_free(ignore_used);
+    oct_linear_selector_free(c.sel);
+    oct_free(c.ignore_used);
     return st;
 }
 

@@ -1,0 +1,726 @@
+/* scheduler.c — continuous batching (see scheduler.h for the model).
+ *
+ * Engine-thread state (waiting queue, running slots, samplers) is touched
+ * only by the engine thread; `mu` guards what other threads hand in
+ * (incoming sequences, cancelled groups, the stop flag) and the published
+ * stats. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "engine/scheduler.h"
+
+#define KV_BLOCK 16 /* session.c's block size */
+
+typedef struct seq {
+    struct seq *next;  /* incoming / waiting list */
+    oct_sched_params p;
+    int32_t *tokens;   /* [cap]: prompt then generated */
+    int64_t n_tokens, cap, n_prompt;
+    int64_t cached;    /* tokens[0..cached) are in the KV cache */
+    int32_t slot;      /* session sequence id while running, else -1 */
+    uint64_t order;    /* arrival order: the youngest has the largest */
+    oct_sampler *smp;
+    int64_t n_gen;
+    double t_last;
+    oct_sched_token *plp; /* [n_prompt - 1] prompt logprobs being filled */
+    bool prompt_lp_done;
+    bool batched;      /* has rows in the batch being built */
+} seq;
+
+struct oct_sched {
+    const oct_model *m;
+    oct_session *sess;
+    oct_sched_opts o;
+    int32_t *eos;
+    int64_t vocab;
+    pthread_t thread;
+    bool thread_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    seq *in_head, *in_tail; /* submitted, not yet seen by the engine */
+    int64_t n_in;
+    int64_t eng_waiting;    /* the engine's queue length at its last step */
+    uint64_t *cancels;      /* groups to cancel */
+    int64_t n_cancels, cap_cancels;
+    bool stop;
+    oct_sched_stats stats;  /* published after every step */
+    uint64_t next_order;
+
+    /* engine thread only */
+    seq *wait_head, *wait_tail;
+    int64_t n_wait;
+    seq **running;          /* [max_num_seqs] by slot */
+    int64_t n_running;
+    int64_t preemptions, steps, prompt_tokens, gen_tokens;
+    /* batch buffers */
+    int32_t *b_tok, *b_seq;
+    int64_t *b_pos;
+    bool *b_want;
+    int64_t b_cap;
+    seq **b_owner;          /* [b_cap] which sequence a row belongs to */
+    float *logits, *scratch;
+    int64_t logits_rows;
+};
+
+double oct_sched_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t blocks_for(int64_t n_tokens)
+{
+    return oct_ceil_div(n_tokens, KV_BLOCK);
+}
+
+/* Blocks a sequence must take to cache `chunk` more tokens. */
+static int64_t blocks_needed(const seq *q, int64_t chunk)
+{
+    return blocks_for(q->cached + chunk) - blocks_for(q->cached);
+}
+
+static void seq_free(seq *q)
+{
+    if (!q)
+        return;
+    oct_sampler_free(q->smp);
+    oct_free(q->tokens);
+    oct_free(q->plp);
+    oct_free(q);
+}
+
+/* ---------------------------------------------------------------- lists */
+
+static void wait_push_back(oct_sched *s, seq *q)
+{
+    q->next = NULL;
+    if (s->wait_tail)
+        s->wait_tail->next = q;
+    else
+        s->wait_head = q;
+    s->wait_tail = q;
+    s->n_wait++;
+}
+
+static void wait_push_front(oct_sched *s, seq *q)
+{
+    q->next = s->wait_head;
+    s->wait_head = q;
+    if (!s->wait_tail)
+        s->wait_tail = q;
+    s->n_wait++;
+}
+
+static seq *wait_pop(oct_sched *s)
+{
+    seq *q = s->wait_head;
+    if (!q)
+        return NULL;
+    s->wait_head = q->next;
+    if (!s->wait_head)
+        s->wait_tail = NULL;
+    q->next = NULL;
+    s->n_wait--;
+    return q;
+}
+
+/* Ends a sequence: frees its KV blocks and slot, reports, frees it. */
+static void finish(oct_sched *s, seq *q, oct_finish why, const char *msg)
+{
+    if (q->slot >= 0) {
+        oct_session_reset_seq(s->sess, q->slot);
+        s->running[q->slot] = NULL;
+        s->n_running--;
+        q->slot = -1;
+    }
+    if (q->p.on_done)
+        q->p.on_done(q->p.user, why, q->n_gen, msg);
+    seq_free(q);
+}
+
+/* Puts a running sequence back in the queue; it will recompute its tokens. */
+static void preempt(oct_sched *s, seq *q)
+{
+    oct_session_reset_seq(s->sess, q->slot);
+    s->running[q->slot] = NULL;
+    s->n_running--;
+    q->slot = -1;
+    q->cached = 0;
+    wait_push_front(s, q);
+    s->preemptions++;
+    OCT_DEBUG("scheduler: preempted a sequence of %lld tokens", (long long)q->n_tokens);
+}
+
+static seq *youngest_running(oct_sched *s)
+{
+    seq *y = NULL;
+    for (int i = 0; i < s->o.max_num_seqs; i++) {
+        seq *q = s->running[i];
+        if (q && (!y || q->order > y->order))
+            y = q;
+    }
+    return y;
+}
+
+static int32_t free_slot(oct_sched *s)
+{
+    for (int i = 0; i < s->o.max_num_seqs; i++)
+        if (!s->running[i])
+            return (int32_t)i;
+    return -1;
+}
+
+/* ------------------------------------------------------------ logprobs */
+
+/* Log-softmax facts of a raw logits row: the chosen token's log-probability
+ * and the top k (ties: lower id first). */
+static void fill_logprobs(const float *row, int64_t V, int k, int32_t chosen, oct_sched_token *t)
+{
+    float mx = row[0];
+    for (int64_t v = 1; v < V; v++)
+        mx = row[v] > mx ? row[v] : mx;
+    double sum = 0.0;
+    for (int64_t v = 0; v < V; v++)
+        sum += exp((double)(row[v] - mx));
+    float lse = mx + (float)log(sum);
+    t->logprob = row[chosen] - lse;
+    t->n_top = 0;
+    for (int64_t v = 0; v < V && k > 0; v++) {
+        float x = row[v];
+        int n = t->n_top;
+        if (n == k && !(x > t->top_logprobs[n - 1]))
+            continue;
+        int i = n < k ? n : k - 1;
+        while (i > 0 && x > t->top_logprobs[i - 1]) {
+            t->top_logprobs[i] = t->top_logprobs[i - 1];
+            t->top_ids[i] = t->top_ids[i - 1];
+            i--;
+        }
+        t->top_logprobs[i] = x;
+        t->top_ids[i] = (int32_t)v;
+        if (n < k)
+            t->n_top++;
+    }
+    for (int i = 0; i < t->n_top; i++)
+        t->top_logprobs[i] -= lse;
+}
+
+/* ----------------------------------------------------------------- step */
+
+static bool ensure_batch(oct_sched *s, int64_t n)
+{
+    if (n <= s->b_cap)
+        return true;
+    int64_t cap = OCT_MAX(n, s->b_cap * 2);
+    int32_t *t = oct_realloc(s->b_tok, (size_t)cap * sizeof(int32_t));
+    if (t)
+        s->b_tok = t;
+    int32_t *q = oct_realloc(s->b_seq, (size_t)cap * sizeof(int32_t));
+    if (q)
+        s->b_seq = q;
+    int64_t *p = oct_realloc(s->b_pos, (size_t)cap * sizeof(int64_t));
+    if (p)
+        s->b_pos = p;
+    bool *w = oct_realloc(s->b_want, (size_t)cap * sizeof(bool));
+    if (w)
+        s->b_want = w;
+    seq **o = oct_realloc(s->b_owner, (size_t)cap * sizeof(seq *));
+    if (o)
+        s->b_owner = o;
+    if (!t || !q || !p || !w || !o)
+        return false;
+    s->b_cap = cap;
+    return true;
+}
+
+static bool ensure_logits(oct_sched *s, int64_t rows)
+{
+    if (rows <= s->logits_rows)
+        return true;
+    size_t bytes;
+    if (!oct_size_mul((size_t)rows, (size_t)s->vocab * sizeof(float), &bytes))
+        return false;
+    float *l = oct_realloc(s->logits, bytes);
+    if (!l)
+        return false;
+    s->logits = l;
+    s->logits_rows = rows;
+    return true;
+}
+
+/* Adds tokens[cached .. cached+chunk) of q to the batch. */
+static void add_rows(oct_sched *s, seq *q, int64_t chunk, int64_t *n)
+{
+    bool want_prompt = q->p.prompt_logprobs && !q->prompt_lp_done;
+    q->batched = true;
+    for (int64_t i = 0; i < chunk; i++) {
+        int64_t pos = q->cached + i;
+        s->b_tok[*n] = q->tokens[pos];
+        s->b_seq[*n] = q->slot;
+        s->b_pos[*n] = pos;
+        s->b_want[*n] = pos == q->n_tokens - 1 || (want_prompt && pos < q->n_prompt - 1);
+        s->b_owner[*n] = q;
+        (*n)++;
+    }
+}
+
+static bool is_eos(const oct_sched *s, int32_t id)
+{
+    for (int i = 0; i < s->o.n_eos; i++)
+        if (s->eos[i] == id)
+            return true;
+    return false;
+}
+
+/* Samples the next token of q from its logits row and reports it; may
+ * finish q (then returns false). */
+static bool emit(oct_sched *s, seq *q, float *row)
+{
+    oct_sched_token t;
+    memset(&t, 0, sizeof t);
+    t.logprob = NAN;
+    bool lp = q->p.logprobs >= 0;
+    if (lp)
+        memcpy(s->scratch, row, (size_t)s->vocab * sizeof(float));
+    int32_t id = oct_sampler_sample(q->smp, row, q->tokens, q->n_tokens);
+    if (lp)
+        fill_logprobs(s->scratch, s->vocab, q->p.logprobs, id, &t);
+    t.id = id;
+    t.index = q->n_gen;
+    t.is_eos = is_eos(s, id);
+    q->tokens[q->n_tokens++] = id;
+    q->n_gen++;
+    s->gen_tokens++;
+    double now = oct_sched_now();
+    if (q->n_gen == 1 && s->o.on_ttft)
+        s->o.on_ttft(s->o.observer_user, now - q->p.t_arrival);
+    else if (q->n_gen > 1 && s->o.on_itl)
+        s->o.on_itl(s->o.observer_user, now - q->t_last);
+    q->t_last = now;
+    bool stop = q->p.on_token ? q->p.on_token(q->p.user, &t) : false;
+    if (stop || (t.is_eos && !q->p.ignore_eos)) {
+        finish(s, q, OCT_FINISH_STOP, NULL);
+        return false;
+    }
+    if (q->n_gen >= q->p.max_tokens || q->n_tokens >= s->o.max_model_len) {
+        finish(s, q, OCT_FINISH_LENGTH, NULL);
+        return false;
+    }
+    return true;
+}
+
+/* Builds and runs one batch.  Returns false when there was nothing to do. */
+static bool step(oct_sched *s)
+{
+    int64_t budget = s->o.max_num_batched_tokens;
+    int64_t total = oct_session_kv_blocks_total(s->sess);
+    int64_t free_blocks = total - oct_session_kv_blocks_used(s->sess);
+
+    /* 1. Every running decode gets one token; preempt the youngest until the
+     *    decodes' new blocks fit. */
+    for (;;) {
+        int64_t need = 0;
+        for (int i = 0; i < s->o.max_num_seqs; i++) {
+            seq *q = s->running[i];
+            if (q && q->n_tokens - q->cached == 1)
+                need += blocks_needed(q, 1);
+        }
+        if (need <= free_blocks)
+            break;
+        seq *y = youngest_running(s);
+        free_blocks += blocks_for(y->cached);
+        preempt(s, y);
+    }
+    int64_t n = 0;
+    if (!ensure_batch(s, budget + s->o.max_num_seqs))
+        goto nomem;
+    for (int i = 0; i < s->o.max_num_seqs; i++) {
+        seq *q = s->running[i];
+        if (q && q->n_tokens - q->cached == 1) {
+            free_blocks -= blocks_needed(q, 1);
+            add_rows(s, q, 1, &n);
+            budget--;
+        }
+    }
+    /* 2. Prefill chunks: running prefills (oldest first), then admissions
+     *    from the head of the queue while a slot and blocks are free. */
+    for (;;) {
+        seq *best = NULL;
+        for (int i = 0; i < s->o.max_num_seqs; i++) {
+            seq *q = s->running[i];
+            if (q && !q->batched && q->n_tokens - q->cached > 1 &&
+                (!best || q->order < best->order))
+                best = q;
+        }
+        bool admit = false;
+        if (!best && s->wait_head && s->n_running < s->o.max_num_seqs) {
+            best = s->wait_head;
+            admit = true;
+        }
+        if (!best || budget <= 0)
+            break;
+        int64_t chunk = OCT_MIN(best->n_tokens - best->cached, budget);
+        /* Shrink the chunk to the blocks that are free. */
+        int64_t room = (blocks_for(best->cached) + free_blocks) * KV_BLOCK - best->cached;
+        chunk = OCT_MIN(chunk, room);
+        if (chunk <= 0)
+            break; /* FIFO: later requests wait too, so none starves */
+        if (admit) {
+            wait_pop(s);
+            best->slot = free_slot(s);
+            s->running[best->slot] = best;
+            s->n_running++;
+        }
+        free_blocks -= blocks_needed(best, chunk);
+        add_rows(s, best, chunk, &n);
+        budget -= chunk;
+    }
+    if (n == 0) {
+        if (s->n_running == 0)
+            return false;
+        /* Prefills that together hold every block: let the oldest go on. */
+        preempt(s, youngest_running(s));
+        return true;
+    }
+
+    int64_t rows = 0;
+    for (int64_t r = 0; r < n; r++)
+        rows += s->b_want[r];
+    if (!ensure_logits(s, rows))
+        goto nomem;
+    oct_error err;
+    oct_error_clear(&err);
+    oct_status st =
+        oct_session_forward(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->logits, &err);
+    s->steps++;
+    if (st != OCT_OK) {
+        OCT_ERROR("scheduler: forward pass of %lld tokens failed: %s", (long long)n, err.message);
+        for (int64_t r = 0; r < n; r++) {
+            seq *q = s->b_owner[r];
+            if (q && q->slot >= 0 && s->running[q->slot] == q) {
+                for (int64_t k = r; k < n; k++)
+                    if (s->b_owner[k] == q)
+                        s->b_owner[k] = NULL;
+                finish(s, q, OCT_FINISH_ERROR, err.message);
+            }
+        }
+        return true;
+    }
+    /* 3. Advance caches, then sample where a sequence's last token ran. */
+    int64_t row = 0;
+    for (int64_t r = 0; r < n; r++) {
+        seq *q = s->b_owner[r];
+        q->batched = false;
+        q->cached++;
+        if (q->cached <= q->n_prompt)
+            s->prompt_tokens++;
+        if (!s->b_want[r])
+            continue;
+        float *lrow = s->logits + (size_t)row * (size_t)s->vocab;
+        row++;
+        if (q->cached < q->n_tokens) { /* a prompt position: prompt logprobs */
+            int64_t i = q->cached - 1; /* predicts tokens[i + 1] */
+            fill_logprobs(lrow, s->vocab, q->p.logprobs, q->tokens[i + 1], &q->plp[i]);
+            q->plp[i].id = q->tokens[i + 1];
+            q->plp[i].index = i + 1;
+            if (i + 1 == q->n_prompt - 1) {
+                q->prompt_lp_done = true;
+                if (q->p.on_prompt)
+                    q->p.on_prompt(q->p.user, q->plp, q->n_prompt - 1);
+            }
+            continue;
+        }
+        if (q->p.prompt_logprobs && !q->prompt_lp_done) { /* one-token prompt */
+            q->prompt_lp_done = true;
+            if (q->p.on_prompt)
+                q->p.on_prompt(q->p.user, q->plp, 0);
+        }
+        emit(s, q, lrow); /* q may be freed here; it has no later rows */
+    }
+    return true;
+nomem:
+    OCT_ERROR("scheduler: out of memory for a batch; cancelling the running sequences");
+    for (int i = 0; i < s->o.max_num_seqs; i++)
+        if (s->running[i])
+            finish(s, s->running[i], OCT_FINISH_ERROR, "out of memory for a batch");
+    return true;
+}
+
+static bool group_cancelled(const uint64_t *g, int64_t n, uint64_t group)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (g[i] == group)
+            return true;
+    return false;
+}
+
+/* Applies cancellations taken from the shared list (engine thread). */
+static void apply_cancels(oct_sched *s, const uint64_t *g, int64_t n, bool all)
+{
+    for (int i = 0; i < s->o.max_num_seqs; i++) {
+        seq *q = s->running[i];
+        if (q && (all || group_cancelled(g, n, q->p.group)))
+            finish(s, q, OCT_FINISH_CANCELLED, NULL);
+    }
+    seq *keep_head = NULL, *keep_tail = NULL;
+    int64_t kept = 0;
+    seq *q;
+    while ((q = wait_pop(s))) {
+        if (all || group_cancelled(g, n, q->p.group)) {
+            finish(s, q, OCT_FINISH_CANCELLED, NULL);
+            continue;
+        }
+        q->next = NULL;
+        if (keep_tail)
+            keep_tail->next = q;
+        else
+            keep_head = q;
+        keep_tail = q;
+        kept++;
+    }
+    s->wait_head = keep_head;
+    s->wait_tail = keep_tail;
+    s->n_wait = kept;
+}
+
+static void publish_stats(oct_sched *s)
+{
+    oct_sched_stats st;
+    st.running = s->n_running;
+    st.waiting = s->n_wait;
+    st.kv_blocks_used = oct_session_kv_blocks_used(s->sess);
+    st.kv_blocks_total = oct_session_kv_blocks_total(s->sess);
+    st.preemptions = s->preemptions;
+    st.steps = s->steps;
+    st.prompt_tokens = s->prompt_tokens;
+    st.generated_tokens = s->gen_tokens;
+    pthread_mutex_lock(&s->mu);
+    s->eng_waiting = st.waiting;
+    st.waiting += s->n_in;
+    s->stats = st;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *engine_main(void *arg)
+{
+    oct_sched *s = arg;
+    uint64_t *g = NULL;
+    int64_t g_cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && !s->in_head && s->n_cancels == 0 && s->n_running == 0 && !s->wait_head)
+            pthread_cond_wait(&s->cv, &s->mu);
+        bool stop = s->stop;
+        seq *in = s->in_head;
+        s->in_head = s->in_tail = NULL;
+        s->n_in = 0;
+        int64_t ng = s->n_cancels;
+        if (ng > g_cap) {
+            uint64_t *ng_buf = oct_realloc(g, (size_t)ng * sizeof(uint64_t));
+            if (ng_buf) {
+                g = ng_buf;
+                g_cap = ng;
+            }
+        }
+        ng = OCT_MIN(ng, g_cap);
+        if (ng)
+            memcpy(g, s->cancels, (size_t)ng * sizeof(uint64_t));
+        s->n_cancels = 0;
+        pthread_mutex_unlock(&s->mu);
+        while (in) {
+            seq *nx = in->next;
+            wait_push_back(s, in);
+            in = nx;
+        }
+        if (stop || ng)
+            apply_cancels(s, g, ng, stop);
+        if (stop)
+            break;
+        step(s);
+        publish_stats(s);
+    }
+    oct_free(g);
+    publish_stats(s);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ API */
+
+oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_sched **out,
+                            oct_error *err)
+{
+    *out = NULL;
+    if (!m || !opts || opts->max_num_seqs <= 0 || opts->max_model_len <= 1 ||
+        opts->n_eos < 0 || (opts->n_eos > 0 && !opts->eos_ids))
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "scheduler: bad options");
+    oct_sched *s = oct_calloc(1, sizeof *s);
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "scheduler: out of memory");
+    s->m = m;
+    s->o = *opts;
+    s->vocab = oct_model_vocab_size(m);
+    /* A forward pass must hold every running decode; one sequence must fit
+     * the pool at full length, or preemption could not make progress. */
+    if (s->o.max_num_batched_tokens < s->o.max_num_seqs)
+        s->o.max_num_batched_tokens = s->o.max_num_seqs;
+    if (s->o.kv_blocks > 0 && s->o.kv_blocks < blocks_for(s->o.max_model_len))
+        s->o.kv_blocks = blocks_for(s->o.max_model_len);
+    if (s->o.max_waiting <= 0)
+        s->o.max_waiting = 1024;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    oct_status st = oct_session_create_pool(m, s->o.max_num_seqs, s->o.max_model_len,
+                                            s->o.kv_blocks, &s->sess, err);
+    if (st != OCT_OK)
+        goto fail;
+    s->eos = oct_calloc((size_t)OCT_MAX(s->o.n_eos, 1), sizeof(int32_t));
+    s->running = oct_calloc((size_t)s->o.max_num_seqs, sizeof(seq *));
+    s->scratch = oct_malloc((size_t)s->vocab * sizeof(float));
+    if (!s->eos || !s->running || !s->scratch) {
+        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "scheduler: out of memory");
+        goto fail;
+    }
+    if (s->o.n_eos)
+        memcpy(s->eos, opts->eos_ids, (size_t)s->o.n_eos * sizeof(int32_t));
+    s->o.eos_ids = s->eos;
+    publish_stats(s);
+    if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
+        st = oct_error_set(err, OCT_ERR_INTERNAL, -1, "scheduler: cannot start the engine thread");
+        goto fail;
+    }
+    s->thread_started = true;
+    *out = s;
+    return OCT_OK;
+fail:
+    oct_sched_free(s);
+    return st;
+}
+
+oct_status oct_sched_submit(oct_sched *s, const oct_sched_params *p, oct_error *err)
+{
+    if (!s || !p || !p->prompt || p->n_prompt <= 0 || p->max_tokens <= 0 ||
+        p->logprobs > OCT_SCHED_MAX_TOP_LOGPROBS || (p->prompt_logprobs && p->logprobs < 0))
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "scheduler: bad request parameters");
+    if (p->n_prompt >= s->o.max_model_len)
+        return oct_error_set(err, OCT_ERR_LIMIT, -1,
+                             "the prompt has %lld tokens; the limit is %lld (max_model_len)",
+                             (long long)p->n_prompt, (long long)s->o.max_model_len - 1);
+    for (int64_t i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "prompt token id %d is outside the vocabulary (%lld)",
+                                 p->prompt[i], (long long)s->vocab);
+    seq *q = oct_calloc(1, sizeof *q);
+    if (!q)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    q->p = *p;
+    q->slot = -1;
+    q->n_prompt = p->n_prompt;
+    int64_t cap = OCT_MIN(p->n_prompt + p->max_tokens, s->o.max_model_len) + 1;
+    q->cap = cap;
+    q->tokens = oct_malloc((size_t)cap * sizeof(int32_t));
+    if (p->prompt_logprobs)
+        q->plp = oct_calloc((size_t)p->n_prompt, sizeof(oct_sched_token));
+    oct_status st = oct_sampler_create(&p->sampling, s->vocab, &q->smp);
+    if (st != OCT_OK || !q->tokens || (p->prompt_logprobs && !q->plp)) {
+        seq_free(q);
+        return st == OCT_ERR_INVALID_ARG
+                   ? oct_error_set(err, st, -1, "scheduler: sampling parameters out of range")
+                   : oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    }
+    memcpy(q->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
+    q->n_tokens = p->n_prompt;
+    q->p.prompt = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        seq_free(q);
+        return oct_error_set(err, OCT_ERR_CANCELLED, -1, "the server is shutting down");
+    }
+    if (s->n_in + s->eng_waiting >= s->o.max_waiting) {
+        pthread_mutex_unlock(&s->mu);
+        seq_free(q);
+        return oct_error_set(err, OCT_ERR_LIMIT, -1, "too many queued requests (%lld)",
+                             (long long)s->o.max_waiting);
+    }
+    q->order = s->next_order++;
+    if (s->in_tail)
+        s->in_tail->next = q;
+    else
+        s->in_head = q;
+    s->in_tail = q;
+    s->n_in++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return OCT_OK;
+}
+
+void oct_sched_cancel(oct_sched *s, uint64_t group)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_cancels == s->cap_cancels) {
+        int64_t cap = s->cap_cancels ? s->cap_cancels * 2 : 16;
+        uint64_t *c = oct_realloc(s->cancels, (size_t)cap * sizeof(uint64_t));
+        if (c) {
+            s->cancels = c;
+            s->cap_cancels = cap;
+        }
+    }
+    if (s->n_cancels < s->cap_cancels)
+        s->cancels[s->n_cancels++] = group;
+    else
+        OCT_ERROR("scheduler: out of memory recording a cancellation");
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void oct_sched_get_stats(oct_sched *s, oct_sched_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void oct_sched_free(oct_sched *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    /* Sequences submitted after the thread's last look (none once stop is
+     * set, but a failed create may leave some). */
+    seq *q = s->in_head;
+    while (q) {
+        seq *nx = q->next;
+        if (q->p.on_done)
+            q->p.on_done(q->p.user, OCT_FINISH_CANCELLED, 0, NULL);
+        seq_free(q);
+        q = nx;
+    }
+    oct_session_free(s->sess);
+    oct_free(s->eos);
+    oct_free(s->running);
+    oct_free(s->scratch);
+    oct_free(s->logits);
+    oct_free(s->cancels);
+    oct_free(s->b_tok);
+    oct_free(s->b_seq);
+    oct_free(s->b_pos);
+    oct_free(s->b_want);
+    oct_free(s->b_owner);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    oct_free(s);
+}
