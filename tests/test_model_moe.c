@@ -355,6 +355,64 @@ static void test_online_moe_runs(void)
     }
 }
 
+static void rm_tree_flat(const char *dir)
+{
+    static const char *const files[] = {"config.json", "model.safetensors",
+                                        "generation_config.json"};
+    char p[600];
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(files); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* A pre-quantized MoE checkpoint with per-expert 2-D FP8 tensors (as
+ * llm-compressor writes Mixtral / Qwen3-MoE): each expert shard keeps its
+ * own scales and runs unfused; the router, left unquantized by the
+ * exporter's ignore list, stays BF16. */
+static void test_prequantized_per_expert(void)
+{
+    static const char *const ign[] = {"re:.*block_sparse_moe\\.gate$"};
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/octet_moe_ct_XXXXXX");
+    REQUIRE(mkdtemp(out));
+    oct_error err;
+    oct_checkpoint *src = NULL;
+    REQUIRE(oct_checkpoint_open("tests/fixtures/models/model_mixtral", NULL, &src, &err) ==
+            OCT_OK);
+    oct_export_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.scheme = OCT_EXPORT_FP8_DYNAMIC;
+    eo.format = OCT_EXPORT_COMPRESSED_TENSORS;
+    eo.ignore = ign;
+    eo.n_ignore = 1;
+    CHECK_OK(oct_checkpoint_export(src, out, &eo, &err));
+    oct_checkpoint_free(src);
+    oct_model *m = load(out, NULL, NULL, NULL, &err);
+    CHECKF(m != NULL, "%s", err.message);
+    if (m) {
+        const oct_plan *p = oct_model_get_plan(m);
+        CHECK(scheme_is(p, "model.layers.0.block_sparse_moe.gate", "bf16"));
+        CHECK(scheme_is(p, "model.layers.1.block_sparse_moe.experts.2.w3",
+                        "FP8_DYNAMIC (checkpoint)"));
+        const oct_plan_layer *w1 = find(p, "model.layers.1.block_sparse_moe.experts.2.w1");
+        CHECK(w1 && strcmp(w1->group, w1->name) == 0); /* unfused: own scales */
+        CHECK(oct_plan_n_quantized(p) == 2 * (4 + 12));
+        int32_t ids[8] = {5, 17, 300, 42, 9, 77, 400, 3};
+        float *lg = prefill(m, ids, 8, NULL);
+        CHECK(lg != NULL);
+        for (int64_t i = 0; lg && i < 8 * oct_model_vocab_size(m); i++)
+            if (!isfinite(lg[i])) {
+                CHECKF(false, "logit %lld is not finite", (long long)i);
+                break;
+            }
+        free(lg);
+        oct_model_free(m);
+    }
+    rm_tree_flat(out);
+}
+
 /* A copy of a fixture folder with config.json edited (one substring replaced). */
 static bool edited_copy(const char *model, const char *from, const char *to, char *out,
                         size_t cap)
@@ -440,6 +498,7 @@ int main(void)
     RUN(test_plan_lists_experts);
     RUN(test_ignore_on_experts);
     RUN(test_online_moe_runs);
+    RUN(test_prequantized_per_expert);
     RUN(test_refused_config_fields);
     return testlib_finish();
 }

@@ -270,6 +270,55 @@ static void test_bad_args(void)
     CHECK(oct_quant_rows(OCT_FP8_E4M3FN, x, INT64_MAX, INT64_MAX, 0, q, s) == OCT_ERR_INVALID_ARG);
 }
 
+/* Every CPU path gives the reference path's bytes and scales, on random data
+ * with NaN, Inf, zero blocks and partial edge blocks. */
+static void test_paths_agree(void)
+{
+    const int64_t R = 131, C = 4 * 128 + 72; /* partial last block; C % 32 == 8 */
+    const int64_t Cmx = 512;
+    float *x = malloc((size_t)(R * C) * 4);
+    uint64_t seed = 99;
+    for (int64_t i = 0; i < R * C; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ldexpf((float)((int64_t)(seed >> 40) - (1 << 23)) / 8388608.0f,
+                      (int)((seed >> 20) % 12) - 6);
+    }
+    for (int64_t c = 0; c < C; c++)
+        x[5 * C + c] = 0.0f;          /* zero row: zero blocks / groups */
+    x[130 * C + 3] = NAN; /* NaN in block row 1 */
+    x[200 + 7 * C] = -INFINITY;
+    x[2 * C + 300] = -NAN;
+    size_t n = (size_t)(R * C);
+    uint8_t *q0 = malloc(n), *q1 = malloc(n);
+    float *s0 = malloc(n * 4), *s1 = malloc(n * 4);
+    uint8_t *e0 = malloc(n), *e1 = malloc(n);
+    for (int lvl = OCT_CPU_AVX2; lvl <= (int)oct_cpu_level_max(); lvl++) {
+        for (int kind = 0; kind < 5; kind++) {
+            for (int pass = 0; pass < 2; pass++) {
+                CHECK_OK(oct_cpu_force(pass ? (oct_cpu_level)lvl : OCT_CPU_REF));
+                uint8_t *q = pass ? q1 : q0, *e = pass ? e1 : e0;
+                float *sc = pass ? s1 : s0;
+                memset(q, 0xA5, n);
+                switch (kind) {
+                case 0: oct_quant_tensor(OCT_FP8_E4M3FN, x, n, q, sc); break;
+                case 1: oct_quant_rows(OCT_FP8_E4M3FNUZ, x, R, C, 0, q, sc); break;
+                case 2: oct_quant_groups(OCT_FP8_E4M3FN, x, R, C, 128, q, sc); break;
+                case 3: oct_quant_blocks(OCT_FP8_E5M2, x, R, C, 128, 128, q, sc); break;
+                case 4: oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_CT, x, R, Cmx, q, e); break;
+                }
+            }
+            size_t ns = kind == 0 ? 1 : kind == 1 ? (size_t)R : kind == 2 ? (size_t)(R * 5)
+                        : kind == 3 ? 10 : 0;
+            size_t nq = kind == 4 ? (size_t)(R * Cmx) : n;
+            CHECKF(memcmp(q0, q1, nq) == 0, "level %d kind %d: codes differ", lvl, kind);
+            CHECKF(kind == 4 ? memcmp(e0, e1, nq / 32) == 0 : cmp_f32("scales", s0, s1, ns) == 0,
+                   "level %d kind %d: scales differ", lvl, kind);
+        }
+    }
+    oct_cpu_force(oct_cpu_level_max());
+    free(x), free(q0), free(q1), free(s0), free(s1), free(e0), free(e1);
+}
+
 int main(void)
 {
     RUN(test_open);
@@ -282,6 +331,7 @@ int main(void)
     RUN(test_fused_shards);
     RUN(test_fn_to_fnuz);
     RUN(test_bad_args);
+    RUN(test_paths_agree);
     if (g_have)
         fixture_st_close(&g_st);
     return testlib_finish();

@@ -131,6 +131,60 @@ oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int6
     return OCT_OK;
 }
 
+/* 128x128 blocks on AVX-512: per band of bn rows, all block amaxes in one
+ * pass, then each row scaled segment by segment into a row buffer and cast in
+ * one call.  Bit-identical to the generic path below (the same single f32
+ * multiply, then an exact x1.0); bands with a NaN scale take the generic path
+ * (its NaN codes carry the scale's sign).  OCT_ERR_NOMEM: caller falls back. */
+static oct_status blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
+                                int64_t bn, int64_t bk, uint8_t *q, float *scales)
+{
+    const oct_fp8_impl *I = oct_fp8_impl_for(OCT_CPU_AVX512);
+    float qmax = oct_quant_qmax(f);
+    int64_t nb_r = oct_ceil_div(rows, bn), nb_c = oct_ceil_div(cols, bk);
+    oct_status st = OCT_OK;
+#pragma omp parallel if (rows * cols > (1 << 16))
+    {
+        float *amax = oct_malloc((size_t)nb_c * 2 * sizeof(float));
+        float *tmp = oct_malloc_aligned((size_t)cols * sizeof(float));
+        if (!amax || !tmp) {
+#pragma omp atomic write
+            st = OCT_ERR_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t br = 0; br < nb_r; br++) {
+            if (!amax || !tmp)
+                continue;
+            float *inv = amax + nb_c;
+            int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
+            oct_quant_seg_amax_avx512(w + r0 * cols, r1 - r0, cols, cols, bk, amax);
+            bool nan = false;
+            for (int64_t c = 0; c < nb_c; c++) {
+                float a = amax[c];
+                nan |= a != a;
+                float s = (a < 1e-4f ? 1e-4f : a) / qmax;
+                scales[br * nb_c + c] = a != a ? a : s;
+                inv[c] = 1.0f / scales[br * nb_c + c];
+            }
+            for (int64_t r = r0; r < r1; r++) {
+                if (nan) {
+                    for (int64_t c = 0; c < nb_c; c++) {
+                        int64_t c0 = c * bk, len = OCT_MIN(bk, cols - c0);
+                        I->from_f32_scaled(f, w + r * cols + c0, q + r * cols + c0, (size_t)len,
+                                           inv[c], false, qmax);
+                    }
+                } else {
+                    oct_quant_seg_scale_avx512(w + r * cols, cols, bk, inv, tmp);
+                    I->from_f32_scaled(f, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
+                }
+            }
+        }
+        oct_free(amax);
+        oct_free_aligned(tmp);
+    }
+    return st;
+}
+
 oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
                             int64_t bn, int64_t bk, uint8_t *q, float *scales)
 {
@@ -139,6 +193,9 @@ oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int6
         return OCT_ERR_INVALID_ARG;
     float qmax = oct_quant_qmax(f);
     int64_t nb_r = oct_ceil_div(rows, bn), nb_c = oct_ceil_div(cols, bk);
+    if (oct_cpu_level_get() == OCT_CPU_AVX512 && bk % 16 == 0 && cols > 0 &&
+        blocks_avx512(f, w, rows, cols, bn, bk, q, scales) == OCT_OK)
+        return OCT_OK;
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
     for (int64_t br = 0; br < nb_r; br++) {
         int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
@@ -196,6 +253,57 @@ uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float a
     return (uint8_t)(biased < 0 ? 0 : biased > 254 ? 254 : biased);
 }
 
+/* MX on AVX-512: per row, the 1x32 block amaxes in one pass, the exponents,
+ * x * 2^(127-e) (exact power-of-two scaling: the same correctly rounded value
+ * as x / 2^(e-127)) into a row buffer, one cast.  Rows with a NaN block take
+ * the generic path.  OCT_ERR_NOMEM: caller falls back. */
+static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const float *x,
+                            int64_t rows, int64_t cols, uint8_t *q, uint8_t *scales)
+{
+    const oct_fp8_impl *I = oct_fp8_impl_for(OCT_CPU_AVX512);
+    float qmax = oct_quant_qmax(elem);
+    int64_t nb = cols / 32;
+    oct_status st = OCT_OK;
+#pragma omp parallel if (rows * cols > (1 << 16))
+    {
+        float *amax = oct_malloc((size_t)nb * 2 * sizeof(float));
+        float *tmp = oct_malloc_aligned((size_t)cols * sizeof(float));
+        if (!amax || !tmp) {
+#pragma omp atomic write
+            st = OCT_ERR_NOMEM;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (!amax || !tmp)
+                continue;
+            float *mul = amax + nb;
+            const float *xr = x + r * cols;
+            oct_quant_seg_amax_avx512(xr, 1, cols, cols, 32, amax);
+            bool nan = false;
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t e = oct_quant_mx_exponent(recipe, elem, amax[b]);
+                scales[r * nb + b] = e;
+                nan |= e == 0xFF;
+                mul[b] = e == 0xFF ? NAN : ldexpf(1.0f, 127 - (int)e);
+            }
+            if (nan) {
+                for (int64_t b = 0; b < nb; b++) {
+                    uint8_t e = scales[r * nb + b];
+                    float s = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
+                    I->from_f32_scaled(elem, xr + b * 32, q + r * cols + b * 32, 32, s, true,
+                                       qmax);
+                }
+            } else {
+                oct_quant_seg_scale_avx512(xr, cols, 32, mul, tmp);
+                I->from_f32_scaled(elem, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
+            }
+        }
+        oct_free(amax);
+        oct_free_aligned(tmp);
+    }
+    return st;
+}
+
 oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *x, int64_t rows,
                         int64_t cols, uint8_t *q, uint8_t *scales)
 {
@@ -205,6 +313,9 @@ oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *
     if (cols % 32 != 0)
         return OCT_ERR_INVALID_ARG;
     int64_t nb = cols / 32;
+    if (oct_cpu_level_get() == OCT_CPU_AVX512 && cols > 0 &&
+        mx_avx512(elem, recipe, x, rows, cols, q, scales) == OCT_OK)
+        return OCT_OK;
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t b = 0; b < nb; b++) {

@@ -19,6 +19,14 @@ float oct_quant_amax(const float *x, size_t n);
 void oct_quant_mul_cast(oct_fp8_format f, const float *x, size_t n, float mul, uint8_t *q);
 void oct_quant_div_cast(oct_fp8_format f, const float *x, size_t n, float div, uint8_t *q);
 
+/* AVX-512 helpers (quant_avx512.c; call only at OCT_CPU_AVX512).
+ * seg_amax: amax[c] over n_rows rows (stride ld) of column segment c of width
+ * seg (multiple of 16), NaN-propagating.  seg_scale: y[j] = x[j] * mul[j/seg]. */
+void oct_quant_seg_amax_avx512(const float *x, int64_t n_rows, int64_t ld, int64_t cols,
+                               int64_t seg, float *amax);
+void oct_quant_seg_scale_avx512(const float *x, int64_t cols, int64_t seg, const float *mul,
+                                float *y);
+
 /* The MX block exponent (biased E8M0 code) for a block with this amax. */
 uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float amax);
 
