@@ -23,8 +23,8 @@ static uint16_t rm_bf16(void)
     rm_rng = rm_rng * 6364136223846793005ull + 1442695040888963407ull;
     /* small random values: sign, exponent 2^-9..2^-5, random mantissa */
     uint32_t r = (uint32_t)(rm_rng >> 33);
-    uint16_t e = (uint16_t)(118 + (r & 3));
-    return (uint16_t)(((r >> 2) & 1) << 15 | e << 7 | ((r >> 3) & 0x7F));
+    uint32_t e = 118u + (r & 3u);
+    return (uint16_t)((((r >> 2) & 1u) << 15) | (e << 7) | ((r >> 3) & 0x7Fu));
 }
 
 static int rm_write_tensor(oct_st_writer *w, const char *name, int64_t rows, int64_t cols,

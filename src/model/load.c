@@ -214,7 +214,8 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
             drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
         } else {
             /* only this expert's rows: the rest of the 3-D tensor is still to come
-             * (drop_pages rounds inward-out to pages; re-reads hit the page cache) */
+             * (pages shared with a neighbouring expert are re-read from the page
+             * cache when it loads) */
             size_t es = oct_dtype_size(g->stack[s]->dtype);
             size_t off = (size_t)(g->stack_row0[s] * g->k) * es;
             size_t len = (size_t)(g->shard_n[s] * g->k) * es;

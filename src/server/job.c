@@ -204,7 +204,7 @@ void srv_job_on_done(void *user, oct_finish reason, int64_t n_generated, const c
         if (j->req.n_stop && match_stop(c, old))
             c->stop_hit = true;
     }
-    c->reason = reason;
+    c->reason = c->stop_hit && reason == OCT_FINISH_LENGTH ? OCT_FINISH_STOP : reason;
     c->n_gen = n_generated;
     c->done = true;
     j->n_done++;

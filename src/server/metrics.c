@@ -12,11 +12,15 @@
 static const double k_bounds[SRV_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                   0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
 
-struct srv_metrics {
-    pthread_mutex_t mu;
+typedef struct counters {
     uint64_t req_ok, req_client_err, req_server_err;
     uint64_t prompt_tokens, generated_tokens;
     srv_hist ttft, itl;
+} counters;
+
+struct srv_metrics {
+    pthread_mutex_t mu;
+    counters c;
 };
 
 srv_metrics *srv_metrics_new(void)
@@ -40,13 +44,13 @@ void srv_metrics_request(srv_metrics *m, int http_status, int64_t prompt_tokens,
 {
     pthread_mutex_lock(&m->mu);
     if (http_status < 400)
-        m->req_ok++;
+        m->c.req_ok++;
     else if (http_status < 500)
-        m->req_client_err++;
+        m->c.req_client_err++;
     else
-        m->req_server_err++;
-    m->prompt_tokens += (uint64_t)OCT_MAX(prompt_tokens, 0);
-    m->generated_tokens += (uint64_t)OCT_MAX(generated_tokens, 0);
+        m->c.req_server_err++;
+    m->c.prompt_tokens += (uint64_t)OCT_MAX(prompt_tokens, 0);
+    m->c.generated_tokens += (uint64_t)OCT_MAX(generated_tokens, 0);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -63,14 +67,14 @@ static void hist_add(srv_hist *h, double x)
 void srv_metrics_ttft(srv_metrics *m, double seconds)
 {
     pthread_mutex_lock(&m->mu);
-    hist_add(&m->ttft, seconds);
+    hist_add(&m->c.ttft, seconds);
     pthread_mutex_unlock(&m->mu);
 }
 
 void srv_metrics_itl(srv_metrics *m, double seconds)
 {
     pthread_mutex_lock(&m->mu);
-    hist_add(&m->itl, seconds);
+    hist_add(&m->c.itl, seconds);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -139,7 +143,7 @@ char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const char *
     clean[k] = 0;
     snprintf(lbl, sizeof lbl, "model_name=\"%s\"", clean);
     pthread_mutex_lock(&m->mu);
-    srv_metrics c = *m;
+    counters c = m->c;
     pthread_mutex_unlock(&m->mu);
     put(&b, "# HELP octet_requests_total HTTP requests finished, by status class.\n"
             "# TYPE octet_requests_total counter\n");

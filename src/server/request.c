@@ -395,8 +395,6 @@ bool srv_request_parse(const char *body, size_t len, srv_kind kind, const srv_li
         if (!get_int(o, "logprobs", 0, SRV_MAX_LOGPROBS, &x, err))
             goto fail;
         out->logprobs = (int)x;
-        if (out->max_tokens < 0)
-            out->max_tokens = OCT_MIN(16, lim->max_tokens); /* OpenAI's completions default */
     } else {
         bool lp = false;
         if (!get_bool(o, "logprobs", &lp, err))

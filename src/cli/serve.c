@@ -1,0 +1,163 @@
+/* serve.c — `octet serve`: load the model and tokenizer, start the
+ * OpenAI-compatible server, wait for SIGINT/SIGTERM, shut down gracefully. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: octet serve --model DIR [options]\n"
+            "%s"
+            "  --host ADDR                 address to bind (default 127.0.0.1)\n"
+            "  --port N                    TCP port (default 8000; 0 = any free port)\n"
+            "  --served-model-name NAME    model name in the API (default: DIR)\n"
+            "  --api-key KEY               require \"Authorization: Bearer KEY\" on /v1\n"
+            "                              (default: $OCTET_API_KEY if set)\n"
+            "  --max-num-seqs N            sequences in the running batch (default 32)\n"
+            "  --max-model-len N           prompt + output tokens (default: the model's)\n"
+            "  --max-num-batched-tokens N  tokens per forward pass (default 512)\n"
+            "  --kv-cache-tokens N         KV-cache size in tokens (default: enough for\n"
+            "                              max-num-seqs full-length sequences)\n"
+            "  --max-waiting N             queued sequences before 503 (default 1024)\n"
+            "  --max-connections N         concurrent connections (default 256)\n"
+            "  --idle-timeout S            close idle connections after S s (default 60)\n"
+            "  --max-body-bytes N          request body limit (default 4194304)\n"
+            "  --max-header-bytes N        request header limit (default 16384)\n"
+            "  --max-json-depth N          JSON nesting limit (default 32)\n"
+            "  --max-n N                   choices per request (default 16)\n"
+            "  --shutdown-grace S          seconds in-flight requests get on SIGINT/SIGTERM\n"
+            "                              (default 5)\n",
+            model_args_usage());
+}
+
+/* Positive integer flag value, or -1 (message printed). */
+static long long num(const char *flag, const char *v, long long lo)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*v == 0 || *end != 0 || x < lo) {
+        fprintf(stderr, "octet serve: %s needs an integer >= %lld (got '%s')\n", flag, lo, v);
+        return -1;
+    }
+    return x;
+}
+
+int cli_serve(int argc, char **argv)
+{
+    model_args ma;
+    model_args_init(&ma);
+    ma.progress = false;
+    oct_server_opts so;
+    oct_server_opts_default(&so);
+    so.api_key = getenv("OCTET_API_KEY");
+    double grace = 5.0;
+    for (int i = 1; i < argc; i++) {
+        int r = model_args_parse(&ma, argc, argv, &i, "serve");
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        const char *f = argv[i];
+        if (strcmp(f, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "octet serve: unknown or incomplete option '%s'\n", f);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        long long x = 0;
+        if (strcmp(f, "--host") == 0) {
+            so.host = v;
+        } else if (strcmp(f, "--served-model-name") == 0) {
+            so.served_model_name = v;
+        } else if (strcmp(f, "--api-key") == 0) {
+            so.api_key = v;
+        } else if (strcmp(f, "--shutdown-grace") == 0) {
+            grace = strtod(v, NULL);
+        } else {
+            static const struct {
+                const char *flag;
+                long long lo;
+            } k_nums[] = {{"--port", 0},           {"--max-num-seqs", 1},
+                          {"--max-model-len", 2},  {"--max-num-batched-tokens", 1},
+                          {"--kv-cache-tokens", 1}, {"--max-waiting", 1},
+                          {"--max-connections", 1}, {"--idle-timeout", 0},
+                          {"--max-body-bytes", 1}, {"--max-header-bytes", 1024},
+                          {"--max-json-depth", 1}, {"--max-n", 1}};
+            size_t k = 0;
+            while (k < sizeof k_nums / sizeof k_nums[0] && strcmp(f, k_nums[k].flag) != 0)
+                k++;
+            if (k == sizeof k_nums / sizeof k_nums[0]) {
+                fprintf(stderr, "octet serve: unknown option '%s'\n", f);
+                usage(stderr);
+                return 2;
+            }
+            if ((x = num(f, v, k_nums[k].lo)) < 0)
+                return 2;
+            switch (k) {
+            case 0: so.port = (int)(x > 65535 ? 65535 : x); break;
+            case 1: so.max_num_seqs = (int)(x > 4096 ? 4096 : x); break;
+            case 2: so.max_model_len = x; break;
+            case 3: so.max_num_batched_tokens = x; break;
+            case 4: so.kv_cache_tokens = x; break;
+            case 5: so.max_waiting = x; break;
+            case 6: so.max_connections = (int)(x > 65536 ? 65536 : x); break;
+            case 7: so.idle_timeout_s = (int)(x > 86400 ? 86400 : x); break;
+            case 8: so.max_body_bytes = (size_t)x; break;
+            case 9: so.max_header_bytes = (size_t)x; break;
+            case 10: so.max_json_depth = (int)(x > 1000 ? 1000 : x); break;
+            default: so.max_n = (int)(x > 128 ? 128 : x); break;
+            }
+        }
+    }
+    /* Signals go to sigwait below: block them before any thread starts. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    oct_model *m = NULL;
+    int rc = model_args_load(&ma, "serve", &m);
+    if (rc)
+        return rc;
+    oct_error err;
+    oct_error_clear(&err);
+    oct_tokenizer *tok = NULL;
+    oct_server *srv = NULL;
+    rc = 1;
+    if (oct_tokenizer_load(ma.model, &tok, &err) != OCT_OK) {
+        fprintf(stderr, "octet serve: %s\n", err.message);
+        goto out;
+    }
+    if (oct_server_create(m, tok, ma.model, &so, &srv, &err) != OCT_OK) {
+        fprintf(stderr, "octet serve: %s\n", err.message);
+        goto out;
+    }
+    const char *host = so.host ? so.host : "127.0.0.1";
+    bool v6 = strchr(host, ':') != NULL;
+    printf("octet serve: listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", host,
+           v6 ? "]" : "", oct_server_port(srv),
+           so.served_model_name ? so.served_model_name : ma.model);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "octet serve: %s: shutting down (grace %.1f s)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", grace);
+    oct_server_shutdown(srv, grace);
+    rc = 0;
+out:
+    oct_server_free(srv);
+    oct_tokenizer_free(tok);
+    oct_model_free(m);
+    return rc;
+}

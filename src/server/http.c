@@ -1,0 +1,746 @@
+/* http.c — the HTTP front end (GNU libmicrohttpd, one thread per connection)
+ * and the oct_server API.
+ *
+ * Each connection thread reads and validates its request, tokenizes, submits
+ * the choices to the scheduler and then waits on the job: non-streaming
+ * requests block in the access handler until every choice is done (so the
+ * status code can still report an engine failure); streaming ones return a
+ * callback response whose reader blocks for the next SSE events.  Both poll
+ * the socket while waiting, so a client that hangs up cancels its
+ * sequences within ~50 ms.
+ *
+ * Limits a client controls: header bytes (MHD's per-connection memory pool),
+ * body bytes (413), JSON depth, n, max_tokens and prompt length (400),
+ * concurrent connections and idle time (MHD options), queued sequences
+ * (503). */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "engine/scheduler.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/request.h"
+
+#define WAIT_SLICE_MS 50
+
+struct oct_server {
+    const oct_model *m;
+    const oct_tokenizer *tok;
+    oct_server_opts o;
+    char model_name[256];
+    int32_t eos[16];
+    int n_eos;
+    srv_limits lim;
+    struct MHD_Daemon *d;
+    int port;
+    srv_metrics *metrics;
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;  /* n_active changed */
+    oct_sched *sched;   /* NULL once shut down */
+    bool draining;
+    int64_t n_active;   /* live jobs */
+    uint64_t serial;
+    bool stopped;
+};
+
+typedef struct conn {
+    oct_server *srv;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} conn;
+
+typedef struct stream {
+    oct_server *srv;
+    struct MHD_Connection *mc;
+    srv_job *job;
+    uint64_t group;
+    char *pend;
+    size_t pend_len, pend_off;
+    bool finished;
+} stream;
+
+/* ---------------------------------------------------------------- utils */
+
+void oct_server_opts_default(oct_server_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8000;
+    o->max_num_seqs = 32;
+    o->max_num_batched_tokens = 512;
+    o->max_waiting = 1024;
+    o->max_connections = 256;
+    o->idle_timeout_s = 60;
+    o->max_body_bytes = (size_t)4 << 20;
+    o->max_header_bytes = (size_t)16 << 10;
+    o->max_json_depth = 32;
+    o->max_n = 16;
+}
+
+static double now_s(void)
+{
+    return oct_sched_now();
+}
+
+/* Compares in time that depends only on the expected key's length. */
+static bool key_equal(const char *given, size_t glen, const char *key)
+{
+    size_t klen = strlen(key);
+    volatile unsigned char diff = (unsigned char)(glen != klen);
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char g = i < glen ? (unsigned char)given[i] : 0;
+        diff |= (unsigned char)(g ^ (unsigned char)key[i]);
+    }
+    return diff == 0;
+}
+
+/* True once the peer closed or reset the connection. */
+static bool client_gone(struct MHD_Connection *mc)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    struct pollfd p = {ci->connect_fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static enum MHD_Result send_buf(struct MHD_Connection *mc, int status, const char *type,
+                                char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == 401)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(mc, (unsigned int)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *mc, int status, char *body)
+{
+    if (!body)
+        return MHD_NO;
+    return send_buf(mc, status, "application/json", body, strlen(body));
+}
+
+static enum MHD_Result send_error(oct_server *s, struct MHD_Connection *mc, const srv_error *e)
+{
+    srv_metrics_request(s->metrics, e->http, 0, 0);
+    return send_json(mc, e->http, srv_error_body(e));
+}
+
+static enum MHD_Result fail(oct_server *s, struct MHD_Connection *mc, int http, const char *type,
+                            const char *param, const char *msg)
+{
+    srv_error e;
+    srv_error_set(&e, http, type, param, "%s", msg);
+    return send_error(s, mc, &e);
+}
+
+/* --------------------------------------------------------- job lifetime */
+
+static void job_freed(void *user)
+{
+    oct_server *s = user;
+    pthread_mutex_lock(&s->mu);
+    s->n_active--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void cancel_group(oct_server *s, uint64_t group)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->sched)
+        oct_sched_cancel(s->sched, group);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void obs_ttft(void *user, double sec)
+{
+    srv_metrics_ttft(user, sec);
+}
+
+static void obs_itl(void *user, double sec)
+{
+    srv_metrics_itl(user, sec);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------ streaming */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream *st = cls;
+    for (;;) {
+        if (st->pend_off < st->pend_len) {
+            size_t n = OCT_MIN(max, st->pend_len - st->pend_off);
+            memcpy(buf, st->pend + st->pend_off, n);
+            st->pend_off += n;
+            return (ssize_t)n;
+        }
+        if (st->finished)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        free(st->pend);
+        st->pend = NULL;
+        st->pend_len = st->pend_off = 0;
+        srv_job *j = st->job;
+        pthread_mutex_lock(&j->mu);
+        for (;;) {
+            st->finished = srv_job_stream(j, &st->pend, &st->pend_len);
+            if (st->finished || st->pend_len)
+                break;
+            timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
+            if (client_gone(st->mc)) {
+                pthread_mutex_unlock(&j->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR; /* free callback cancels */
+            }
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+}
+
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    srv_job *j = st->job;
+    pthread_mutex_lock(&j->mu);
+    bool all_done = j->n_done == j->n_choices;
+    bool ok = st->finished && !j->error[0];
+    int64_t gen = srv_job_completion_tokens(j);
+    pthread_mutex_unlock(&j->mu);
+    if (!all_done)
+        cancel_group(st->srv, st->group);
+    srv_metrics_request(st->srv->metrics, ok ? 200 : 500, j->n_prompt, gen);
+    srv_job_unref(j);
+    free(st->pend);
+    free(st);
+}
+
+/* ---------------------------------------------------------- generation */
+
+static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_kind kind,
+                                const conn *c)
+{
+    srv_request req;
+    srv_error e;
+    if (!srv_request_parse(c->body ? c->body : "", c->len, kind, &s->lim, &req, &e))
+        return send_error(s, mc, &e);
+    if (req.model && strcmp(req.model, s->model_name) != 0) {
+        srv_error_set(&e, 404, "NotFoundError", "model", "The model `%s` does not exist.",
+                      req.model);
+        srv_request_free(&req);
+        return send_error(s, mc, &e);
+    }
+    /* Prompt -> ids, with generate's encoding rules. */
+    oct_token_ids ids = {0};
+    oct_error err;
+    oct_error_clear(&err);
+    const char *pparam = kind == SRV_CHAT ? "messages" : "prompt";
+    if (kind == SRV_CHAT) {
+        char *text = NULL;
+        size_t tl = 0;
+        if (oct_chat_render_json(s->tok, NULL, req.messages_json, NULL, true, &text, &tl,
+                                 &err) != OCT_OK ||
+            oct_tokenizer_encode(s->tok, text, tl, false, &ids, &err) != OCT_OK) {
+            oct_tokenizer_text_free(text);
+            srv_error_set(&e, 400, "invalid_request_error", "messages", "%s", err.message);
+            goto bad;
+        }
+        oct_tokenizer_text_free(text);
+    } else if (req.prompt) {
+        if (oct_tokenizer_encode(s->tok, req.prompt, req.prompt_len, true, &ids, &err) !=
+            OCT_OK) {
+            srv_error_set(&e, 400, "invalid_request_error", "prompt", "%s", err.message);
+            goto bad;
+        }
+    } else {
+        ids.ids = req.prompt_ids;
+        ids.n = ids.cap = req.n_prompt_ids;
+        req.prompt_ids = NULL;
+    }
+    int64_t V = oct_model_vocab_size(s->m), mml = s->o.max_model_len;
+    if (ids.n == 0) {
+        srv_error_set(&e, 400, "invalid_request_error", pparam, "the prompt encodes to no tokens");
+        goto bad;
+    }
+    for (int64_t i = 0; i < ids.n; i++)
+        if (ids.ids[i] >= V) {
+            srv_error_set(&e, 400, "invalid_request_error", pparam,
+                          "prompt token id %d is outside the vocabulary (%lld)", ids.ids[i],
+                          (long long)V);
+            goto bad;
+        }
+    if (ids.n >= mml) {
+        srv_error_set(&e, 400, "invalid_request_error", pparam,
+                      "This model's maximum context length is %lld tokens. However, your "
+                      "prompt has %lld tokens.",
+                      (long long)mml, (long long)ids.n);
+        goto bad;
+    }
+    if (req.max_tokens >= 0 && ids.n + req.max_tokens > mml) {
+        srv_error_set(&e, 400, "invalid_request_error", "max_tokens",
+                      "This model's maximum context length is %lld tokens. However, you "
+                      "requested %lld tokens (%lld in the prompt, %lld for the completion).",
+                      (long long)mml, (long long)(ids.n + req.max_tokens), (long long)ids.n,
+                      (long long)req.max_tokens);
+        goto bad;
+    }
+    if (req.max_tokens < 0) /* OpenAI's completions default is 16; chat: up to the limit */
+        req.max_tokens = kind == SRV_COMPLETIONS ? OCT_MIN(16, mml - ids.n) : mml - ids.n;
+
+    /* Job: owns req and the ids from here on. */
+    pthread_mutex_lock(&s->mu);
+    uint64_t serial = ++s->serial;
+    pthread_mutex_unlock(&s->mu);
+    bool stream_mode = req.stream;
+    int32_t *pid = oct_malloc((size_t)ids.n * sizeof(int32_t));
+    if (!pid) {
+        srv_error_set(&e, 500, "server_error", "", "out of memory");
+        goto bad;
+    }
+    memcpy(pid, ids.ids, (size_t)ids.n * sizeof(int32_t));
+    int64_t n_prompt = ids.n;
+    oct_token_ids_free(&ids);
+    srv_job *j = srv_job_new(&req, s->tok, s->model_name, pid, n_prompt, serial);
+    if (!j) {
+        oct_free(pid);
+        srv_request_free(&req);
+        return fail(s, mc, 500, "server_error", "", "out of memory");
+    }
+    j->on_free = job_freed;
+    j->on_free_user = s;
+    uint64_t group = serial;
+    uint64_t seed0 = j->req.seed_set ? j->req.sampling.seed
+                                     : mix64((uint64_t)(now_s() * 1e9) ^ (serial << 20));
+
+    pthread_mutex_lock(&s->mu);
+    s->n_active++;
+    if (s->draining || !s->sched) {
+        pthread_mutex_unlock(&s->mu);
+        srv_job_unref(j);
+        return fail(s, mc, 503, "server_error", "", "the server is shutting down");
+    }
+    int submitted = 0;
+    oct_status st = OCT_OK;
+    for (int i = 0; i < j->n_choices; i++) {
+        oct_sched_params p;
+        memset(&p, 0, sizeof p);
+        p.prompt = j->prompt_ids;
+        p.n_prompt = j->n_prompt;
+        p.max_tokens = j->req.max_tokens;
+        p.sampling = j->req.sampling;
+        p.sampling.seed = seed0 + (uint64_t)i;
+        p.logprobs = j->req.logprobs;
+        p.prompt_logprobs = i == 0 && j->plp != NULL;
+        p.ignore_eos = j->req.ignore_eos;
+        p.group = group;
+        p.t_arrival = now_s();
+        p.on_token = srv_job_on_token;
+        p.on_done = srv_job_on_done;
+        p.on_prompt = srv_job_on_prompt;
+        p.user = &j->ch[i];
+        srv_job_ref(j); /* dropped by on_done */
+        st = oct_sched_submit(s->sched, &p, &err);
+        if (st != OCT_OK) {
+            srv_job_unref(j);
+            break;
+        }
+        submitted++;
+    }
+    if (st != OCT_OK && submitted)
+        oct_sched_cancel(s->sched, group);
+    pthread_mutex_unlock(&s->mu);
+    if (st != OCT_OK) {
+        /* Wait for the submitted siblings' cancellation, then answer. */
+        pthread_mutex_lock(&j->mu);
+        while (j->n_done < submitted)
+            timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
+        pthread_mutex_unlock(&j->mu);
+        srv_job_unref(j);
+        int http = st == OCT_ERR_INVALID_ARG ? 400 : st == OCT_ERR_NOMEM ? 500 : 503;
+        return fail(s, mc, http, http == 400 ? "invalid_request_error" : "server_error", "",
+                    err.message);
+    }
+
+    if (stream_mode) {
+        stream *sm = calloc(1, sizeof *sm);
+        struct MHD_Response *r =
+            sm ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sm,
+                                                   stream_free)
+               : NULL;
+        if (!r) {
+            free(sm);
+            cancel_group(s, group);
+            srv_job_unref(j);
+            return MHD_NO;
+        }
+        sm->srv = s;
+        sm->mc = mc;
+        sm->job = j;
+        sm->group = group;
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    pthread_mutex_lock(&j->mu);
+    bool cancelled = false;
+    while (j->n_done < j->n_choices) {
+        timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
+        if (!cancelled && client_gone(mc)) {
+            cancelled = true;
+            pthread_mutex_unlock(&j->mu);
+            cancel_group(s, group);
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+    char *body = NULL;
+    int http = 200;
+    bool aborted = false;
+    for (int i = 0; i < j->n_choices; i++)
+        aborted |= j->ch[i].reason == OCT_FINISH_CANCELLED;
+    if (j->error[0]) {
+        srv_error_set(&e, 500, "server_error", "", "%s", j->error);
+        http = 500;
+        body = srv_error_body(&e);
+    } else if (aborted) {
+        srv_error_set(&e, 503, "server_error", "", "the request was cancelled");
+        http = 503;
+        body = srv_error_body(&e);
+    } else {
+        body = srv_job_body(j);
+    }
+    int64_t gen = srv_job_completion_tokens(j);
+    pthread_mutex_unlock(&j->mu);
+    srv_metrics_request(s->metrics, http, j->n_prompt, gen);
+    srv_job_unref(j);
+    return send_json(mc, http, body);
+bad:
+    oct_token_ids_free(&ids);
+    srv_request_free(&req);
+    return send_error(s, mc, &e);
+}
+
+/* ------------------------------------------------------------- routing */
+
+static enum MHD_Result models(oct_server *s, struct MHD_Connection *mc)
+{
+    json_t *o = json_object(), *arr = json_array(), *m = json_object();
+    json_object_set_new(m, "id", json_string(s->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer((json_int_t)time(NULL)));
+    json_object_set_new(m, "owned_by", json_string("octet"));
+    json_object_set_new(m, "root", json_string(s->model_name));
+    json_object_set_new(m, "max_model_len", json_integer(s->o.max_model_len));
+    json_array_append_new(arr, m);
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", arr);
+    char *b = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    srv_metrics_request(s->metrics, 200, 0, 0);
+    return send_json(mc, 200, b);
+}
+
+static enum MHD_Result metrics(oct_server *s, struct MHD_Connection *mc)
+{
+    oct_sched_stats st;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_lock(&s->mu);
+    if (s->sched)
+        oct_sched_get_stats(s->sched, &st);
+    pthread_mutex_unlock(&s->mu);
+    size_t len = 0;
+    char *t = srv_metrics_render(s->metrics, &st, s->model_name, &len);
+    if (!t)
+        return MHD_NO;
+    /* MHD frees with free(); the text came from oct_malloc. */
+    char *b = malloc(len + 1);
+    if (b)
+        memcpy(b, t, len + 1);
+    oct_free(t);
+    if (!b)
+        return MHD_NO;
+    return send_buf(mc, 200, "text/plain; version=0.0.4; charset=utf-8", b, len);
+}
+
+static bool authorized(const oct_server *s, struct MHD_Connection *mc)
+{
+    if (!s->o.api_key || !s->o.api_key[0])
+        return true;
+    const char *h = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return key_equal(h, strlen(h), s->o.api_key);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    oct_server *s = cls;
+    conn *c = *con_cls;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return MHD_NO;
+        c->srv = s;
+        *con_cls = c;
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
+            c->too_large = true; /* answered once the handler is called again */
+        else
+            return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!c->too_large) {
+            size_t need = c->len + *upload_size;
+            if (need > s->o.max_body_bytes) {
+                c->too_large = true;
+            } else {
+                if (need + 1 > c->cap) {
+                    size_t cap = OCT_MIN(OCT_MAX(need + 1, c->cap * 2), s->o.max_body_bytes + 1);
+                    char *b = realloc(c->body, cap);
+                    if (!b)
+                        return MHD_NO;
+                    c->body = b;
+                    c->cap = cap;
+                }
+                memcpy(c->body + c->len, upload, *upload_size);
+                c->len = need;
+                c->body[c->len] = 0;
+            }
+        }
+        *upload_size = 0;
+        if (!c->too_large)
+            return MHD_YES;
+    }
+    if (c->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
+                 s->o.max_body_bytes);
+        return fail(s, mc, 413, "invalid_request_error", "", msg);
+    }
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (strcmp(url, "/health") == 0 && get) {
+        pthread_mutex_lock(&s->mu);
+        bool draining = s->draining;
+        pthread_mutex_unlock(&s->mu);
+        if (draining)
+            return fail(s, mc, 503, "server_error", "", "the server is shutting down");
+        char *b = strdup("{\"status\":\"ok\"}");
+        return b ? send_json(mc, 200, b) : MHD_NO;
+    }
+    if (strcmp(url, "/metrics") == 0 && get)
+        return metrics(s, mc);
+    bool is_models = strcmp(url, "/v1/models") == 0;
+    bool is_cmpl = strcmp(url, "/v1/completions") == 0;
+    bool is_chat = strcmp(url, "/v1/chat/completions") == 0;
+    if (!is_models && !is_cmpl && !is_chat)
+        return fail(s, mc, 404, "NotFoundError", "", "no such endpoint");
+    if (!authorized(s, mc))
+        return fail(s, mc, 401, "invalid_request_error", "", "invalid or missing API key");
+    if (is_models)
+        return get ? models(s, mc)
+                   : fail(s, mc, 405, "invalid_request_error", "", "use GET /v1/models");
+    if (!post)
+        return fail(s, mc, 405, "invalid_request_error", "", "use POST");
+    return generate(s, mc, is_chat ? SRV_CHAT : SRV_COMPLETIONS, c);
+}
+
+static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)mc;
+    (void)toe;
+    conn *c = *con_cls;
+    if (c) {
+        free(c->body);
+        free(c);
+        *con_cls = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ API */
+
+oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
+                             const oct_server_opts *opts, oct_server **out, oct_error *err)
+{
+    *out = NULL;
+    if (!m || !tok || !opts)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_server_create: bad arguments");
+    oct_server *s = oct_calloc(1, sizeof *s);
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    s->m = m;
+    s->tok = tok;
+    s->o = *opts;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    oct_status st = OCT_OK;
+    const oct_model_config *cfg = oct_model_get_config(m);
+    const char *name = opts->served_model_name ? opts->served_model_name
+                       : model_dir                ? model_dir
+                                                  : "octet";
+    snprintf(s->model_name, sizeof s->model_name, "%s", name);
+    for (int i = 0; i < cfg->n_eos && s->n_eos < 15; i++)
+        s->eos[s->n_eos++] = (int32_t)cfg->eos_token_ids[i];
+    if (oct_tokenizer_eos_id(tok) >= 0)
+        s->eos[s->n_eos++] = oct_tokenizer_eos_id(tok);
+    if (s->o.max_model_len <= 0)
+        s->o.max_model_len = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings
+                                                              : 2048;
+    if (s->o.max_model_len < 2 || s->o.max_num_seqs <= 0 || s->o.max_connections <= 0 ||
+        s->o.idle_timeout_s < 0 || s->o.max_body_bytes == 0 || s->o.max_json_depth <= 0 ||
+        s->o.max_n <= 0) {
+        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: bad limits");
+        goto fail;
+    }
+    s->lim.max_depth = s->o.max_json_depth;
+    s->lim.max_n = s->o.max_n;
+    s->lim.max_tokens = s->o.max_model_len;
+    s->lim.max_prompt_ids = s->o.max_model_len;
+    if (!(s->metrics = srv_metrics_new())) {
+        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        goto fail;
+    }
+    oct_sched_opts so;
+    memset(&so, 0, sizeof so);
+    so.max_num_seqs = s->o.max_num_seqs;
+    so.max_model_len = s->o.max_model_len;
+    so.max_num_batched_tokens = s->o.max_num_batched_tokens > 0 ? s->o.max_num_batched_tokens : 512;
+    so.kv_blocks = s->o.kv_cache_tokens > 0 ? oct_ceil_div(s->o.kv_cache_tokens, 16) : 0;
+    so.max_waiting = s->o.max_waiting;
+    so.eos_ids = s->eos;
+    so.n_eos = s->n_eos;
+    so.on_ttft = obs_ttft;
+    so.on_itl = obs_itl;
+    so.observer_user = s->metrics;
+    if ((st = oct_sched_create(m, &so, &s->sched, err)) != OCT_OK)
+        goto fail;
+
+    /* Address to bind. */
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->o.port);
+    const char *host = s->o.host && s->o.host[0] ? s->o.host : "127.0.0.1";
+    int gr = getaddrinfo(host, port, &hints, &ai);
+    if (gr != 0 || !ai) {
+        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: cannot resolve --host '%s': %s",
+                           host, gai_strerror(gr));
+        goto fail;
+    }
+    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    /* The per-connection pool holds the request line, headers and the I/O
+     * buffers; exhausting it with headers gets a 431 from MHD. */
+    size_t pool = s->o.max_header_bytes + 8192;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->o.max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->o.idle_timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        st = oct_error_set(err, OCT_ERR_IO, -1, "server: cannot listen on %s:%d (in use?)", host,
+                           s->o.port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? (int)di->port : s->o.port;
+    *out = s;
+    return OCT_OK;
+fail:
+    oct_server_free(s);
+    return st;
+}
+
+int oct_server_port(const oct_server *s)
+{
+    return s ? s->port : -1;
+}
+
+void oct_server_shutdown(oct_server *s, double grace_s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (s->stopped) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->draining = true;
+    double deadline = now_s() + grace_s;
+    while (s->n_active > 0 && now_s() < deadline)
+        timed_wait(&s->cv, &s->mu, WAIT_SLICE_MS);
+    oct_sched *sched = s->sched;
+    s->sched = NULL;
+    s->stopped = true;
+    int64_t left = s->n_active;
+    pthread_mutex_unlock(&s->mu);
+    if (left)
+        OCT_INFO("server: cancelling %lld unfinished requests", (long long)left);
+    oct_sched_free(sched); /* every remaining sequence ends (cancelled) */
+    if (s->d)
+        MHD_stop_daemon(s->d); /* joins the connection threads */
+    s->d = NULL;
+}
+
+void oct_server_free(oct_server *s)
+{
+    if (!s)
+        return;
+    oct_server_shutdown(s, 0);
+    oct_sched_free(s->sched);
+    srv_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    oct_free(s);
+}
