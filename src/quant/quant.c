@@ -226,9 +226,23 @@ oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int6
 /* floor(log2 a) for finite a > 0 (exact, also for f32 subnormals). */
 static int floor_log2(float a)
 {
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    int biased = (int)((u >> 23) & 0xFFu);
+    if (biased)
+        return biased - 127;
     int e;
-    frexpf(a, &e);
+    frexpf(a, &e); /* f32 subnormal */
     return e - 1;
+}
+
+/* 2^k as f32, exact, for k in [-149, 127] (normal and subnormal powers). */
+float oct_quant_pow2f(int k)
+{
+    uint32_t u = k >= -126 ? (uint32_t)(k + 127) << 23 : 1u << (k + 149);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float amax)
@@ -266,39 +280,28 @@ static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const flo
     oct_status st = OCT_OK;
 #pragma omp parallel if (rows * cols > (1 << 16))
     {
-        float *amax = oct_malloc((size_t)nb * 2 * sizeof(float));
         float *tmp = oct_malloc_aligned((size_t)cols * sizeof(float));
-        if (!amax || !tmp) {
+        if (!tmp) {
 #pragma omp atomic write
             st = OCT_ERR_NOMEM;
         }
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            if (!amax || !tmp)
+            if (!tmp)
                 continue;
-            float *mul = amax + nb;
             const float *xr = x + r * cols;
-            oct_quant_seg_amax_avx512(xr, 1, cols, cols, 32, amax);
-            bool nan = false;
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t e = oct_quant_mx_exponent(recipe, elem, amax[b]);
-                scales[r * nb + b] = e;
-                nan |= e == 0xFF;
-                mul[b] = e == 0xFF ? NAN : ldexpf(1.0f, 127 - (int)e);
-            }
-            if (nan) {
-                for (int64_t b = 0; b < nb; b++) {
-                    uint8_t e = scales[r * nb + b];
-                    float s = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
-                    I->from_f32_scaled(elem, xr + b * 32, q + r * cols + b * 32, 32, s, true,
-                                       qmax);
-                }
-            } else {
-                oct_quant_seg_scale_avx512(xr, cols, 32, mul, tmp);
+            if (oct_quant_mx_row_avx512(xr, cols, recipe == OCT_MX_CT,
+                                        elem == OCT_FP8_E5M2 ? 15 : 8, scales + r * nb, tmp)) {
                 I->from_f32_scaled(elem, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
+                continue;
+            }
+            for (int64_t b = 0; b < nb; b++) { /* NaN / Inf / subnormal: the generic rule */
+                uint8_t e = oct_quant_mx_exponent(recipe, elem, oct_quant_amax(xr + b * 32, 32));
+                scales[r * nb + b] = e;
+                float s = e == 0xFF ? NAN : oct_quant_pow2f((int)e - 127);
+                I->from_f32_scaled(elem, xr + b * 32, q + r * cols + b * 32, 32, s, true, qmax);
             }
         }
-        oct_free(amax);
         oct_free_aligned(tmp);
     }
     return st;
@@ -324,7 +327,7 @@ oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *
             scales[r * nb + b] = e;
             /* x / 2^(e-127) as compressed-tensors and vLLM write it; a NaN
              * block divides by NaN and yields NaN codes. */
-            float s = e == 0xFF ? NAN : ldexpf(1.0f, (int)e - 127);
+            float s = e == 0xFF ? NAN : oct_quant_pow2f((int)e - 127);
             oct_quant_div_cast(elem, xb, 32, s, q + r * cols + b * 32);
         }
     }

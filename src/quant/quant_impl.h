@@ -27,6 +27,15 @@ void oct_quant_seg_amax_avx512(const float *x, int64_t n_rows, int64_t ld, int64
 void oct_quant_seg_scale_avx512(const float *x, int64_t cols, int64_t seg, const float *mul,
                                 float *y);
 
+/* MX 1x32 of one row on AVX-512: block exponents into scales[cols/32] and
+ * y = x * 2^(127-e); false (nothing usable written) when a block is NaN, Inf
+ * or has an f32-subnormal amax -- the caller then takes the generic path. */
+bool oct_quant_mx_row_avx512(const float *x, int64_t cols, bool ct_recipe, int emax_elem,
+                             uint8_t *scales, float *y);
+
+/* 2^k as f32, exact, for k in [-149, 127]. */
+float oct_quant_pow2f(int k);
+
 /* The MX block exponent (biased E8M0 code) for a block with this amax. */
 uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float amax);
 

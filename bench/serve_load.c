@@ -1,0 +1,242 @@
+/* serve_load.c — load generator for `octet serve` (loopback only, bounded).
+ *
+ *   octet bench serve_load --port P [--clients N] [--requests R] [--max-tokens T]
+ *                          [--time-limit S] [--api-key K] [--json]
+ *
+ * N client threads each send streaming /v1/completions requests (temperature
+ * 0, ignore_eos, so every request yields exactly T tokens) until R requests
+ * are done in total or S seconds pass.  Reports requests/s, output tokens/s,
+ * TTFT and inter-token latency p50/p99 (from SSE event arrival times).
+ * Always connects to 127.0.0.1. */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+int bench_serve_load_main(int argc, char **argv);
+
+typedef struct load {
+    int port, max_tokens;
+    const char *api_key;
+    double t_end;
+    pthread_mutex_t mu;
+    int next, limit;                /* requests handed out / limit */
+    int done, failed;
+    long long tokens;
+    double *ttft, *itl;             /* samples (seconds) */
+    size_t n_ttft, n_itl, cap_itl;
+} load;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {120, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One streaming request; token arrival times go to *times (one per SSE
+ * event carrying text).  Returns the number of events, -1 on failure. */
+static int one_request(load *L, int id, double *times, int cap)
+{
+    int fd = dial(L->port);
+    if (fd < 0)
+        return -1;
+    char body[256], req[1024];
+    snprintf(body, sizeof body,
+             "{\"prompt\":\"Request %d: once upon a time, in a small town\",\"max_tokens\":%d,"
+             "\"temperature\":0,\"ignore_eos\":true,\"stream\":true}",
+             id, L->max_tokens);
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "%s%s%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     L->api_key ? "Authorization: Bearer " : "", L->api_key ? L->api_key : "",
+                     L->api_key ? "\r\n" : "", strlen(body), body);
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        close(fd);
+        return -1;
+    }
+    /* Count "data: {" events as they arrive (each carries one token here). */
+    char buf[8192], carry[8] = {0};
+    int events = 0;
+    bool done = false;
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+        if (r <= 0)
+            break;
+        buf[r] = 0;
+        double t = now_s();
+        /* Join the last bytes of the previous read so a split marker counts. */
+        char scan[sizeof buf + 8];
+        size_t cl = strlen(carry);
+        memcpy(scan, carry, cl);
+        memcpy(scan + cl, buf, (size_t)r + 1);
+        for (const char *p = scan; (p = strstr(p, "data: ")); p += 6) {
+            if (p[6] == '{' && events < cap)
+                times[events++] = t;
+            else if (strncmp(p + 6, "[DONE]", 6) == 0)
+                done = true;
+        }
+        size_t keep = (size_t)r < 7 ? (size_t)r : 7;
+        memcpy(carry, buf + r - (ssize_t)keep, keep);
+        carry[keep] = 0;
+    }
+    close(fd);
+    return done ? events : -1;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+static void *client(void *arg)
+{
+    load *L = arg;
+    int cap = L->max_tokens + 8;
+    double *times = malloc((size_t)cap * sizeof(double));
+    for (;;) {
+        pthread_mutex_lock(&L->mu);
+        int id = L->next < L->limit && now_s() < L->t_end ? L->next++ : -1;
+        pthread_mutex_unlock(&L->mu);
+        if (id < 0 || !times)
+            break;
+        double t0 = now_s();
+        int ev = one_request(L, id, times, cap);
+        pthread_mutex_lock(&L->mu);
+        if (ev <= 0) {
+            L->failed++;
+        } else {
+            L->done++;
+            /* The first event is the role-less first chunk with token 1. */
+            L->tokens += ev;
+            L->ttft[L->n_ttft++] = times[0] - t0;
+            for (int i = 1; i < ev; i++) {
+                if (L->n_itl == L->cap_itl) {
+                    size_t c = L->cap_itl * 2 + 1024;
+                    double *p = realloc(L->itl, c * sizeof(double));
+                    if (!p)
+                        break;
+                    L->itl = p;
+                    L->cap_itl = c;
+                }
+                L->itl[L->n_itl++] = times[i] - times[i - 1];
+            }
+        }
+        pthread_mutex_unlock(&L->mu);
+    }
+    free(times);
+    return NULL;
+}
+
+int bench_serve_load_main(int argc, char **argv)
+{
+    int port = 8000, clients = 1, requests = 32, max_tokens = 64;
+    double time_limit = 60;
+    const char *key = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        bool has = i + 1 < argc;
+        if (has && strcmp(f, "--port") == 0)
+            port = atoi(argv[++i]);
+        else if (has && strcmp(f, "--clients") == 0)
+            clients = atoi(argv[++i]);
+        else if (has && strcmp(f, "--requests") == 0)
+            requests = atoi(argv[++i]);
+        else if (has && strcmp(f, "--max-tokens") == 0)
+            max_tokens = atoi(argv[++i]);
+        else if (has && strcmp(f, "--time-limit") == 0)
+            time_limit = atof(argv[++i]);
+        else if (has && strcmp(f, "--api-key") == 0)
+            key = argv[++i];
+        else if (strcmp(f, "--json") == 0)
+            json = true;
+        else {
+            fprintf(stderr,
+                    "usage: octet bench serve_load --port P [--clients N] [--requests R] "
+                    "[--max-tokens T] [--time-limit S] [--api-key K] [--json]\n");
+            return 2;
+        }
+    }
+    if (clients < 1 || clients > 1024 || requests < 1 || requests > 100000 || max_tokens < 1 ||
+        max_tokens > 100000 || time_limit <= 0 || time_limit > 3600) {
+        fprintf(stderr, "octet bench serve_load: values out of range\n");
+        return 2;
+    }
+    load L;
+    memset(&L, 0, sizeof L);
+    L.port = port;
+    L.max_tokens = max_tokens;
+    L.api_key = key;
+    L.limit = requests;
+    pthread_mutex_init(&L.mu, NULL);
+    L.ttft = calloc((size_t)requests, sizeof(double));
+    pthread_t *th = calloc((size_t)clients, sizeof(pthread_t));
+    if (!L.ttft || !th) {
+        fprintf(stderr, "octet bench serve_load: out of memory\n");
+        return 1;
+    }
+    double t0 = now_s();
+    L.t_end = t0 + time_limit;
+    for (int i = 0; i < clients; i++)
+        pthread_create(&th[i], NULL, client, &L);
+    for (int i = 0; i < clients; i++)
+        pthread_join(th[i], NULL);
+    double wall = now_s() - t0;
+    qsort(L.ttft, L.n_ttft, sizeof(double), cmp_d);
+    qsort(L.itl, L.n_itl, sizeof(double), cmp_d);
+    double rps = (double)L.done / wall, tps = (double)L.tokens / wall;
+    if (json)
+        printf("{\"clients\":%d,\"requests\":%d,\"failed\":%d,\"wall_s\":%.3f,\"req_s\":%.3f,"
+               "\"out_tok_s\":%.1f,\"ttft_p50_ms\":%.2f,\"ttft_p99_ms\":%.2f,"
+               "\"itl_p50_ms\":%.3f,\"itl_p99_ms\":%.3f}\n",
+               clients, L.done, L.failed, wall, rps, tps, pct(L.ttft, L.n_ttft, 0.5) * 1e3,
+               pct(L.ttft, L.n_ttft, 0.99) * 1e3, pct(L.itl, L.n_itl, 0.5) * 1e3,
+               pct(L.itl, L.n_itl, 0.99) * 1e3);
+    else
+        printf("clients %3d  requests %4d (failed %d)  %6.2f req/s  %8.1f out tok/s  "
+               "TTFT p50 %7.2f ms p99 %7.2f ms  ITL p50 %6.3f ms p99 %6.3f ms\n",
+               clients, L.done, L.failed, rps, tps, pct(L.ttft, L.n_ttft, 0.5) * 1e3,
+               pct(L.ttft, L.n_ttft, 0.99) * 1e3, pct(L.itl, L.n_itl, 0.5) * 1e3,
+               pct(L.itl, L.n_itl, 0.99) * 1e3);
+    free(L.ttft);
+    free(L.itl);
+    free(th);
+    pthread_mutex_destroy(&L.mu);
+    return L.failed ? 1 : 0;
+}

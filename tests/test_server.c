@@ -1,0 +1,910 @@
+/* test_server.c — black-box tests of `octet serve`: starts the real binary
+ * ($BUILD/octet, so `make asan` tests the ASan build) on free loopback ports
+ * with models/demo and talks HTTP to it over raw sockets; the official
+ * openai npm client runs too when node is installed (tests/server/).
+ *
+ * Server A: default kernels, an API key and small limits (API shape, errors,
+ * limits, auth, equality with `octet generate --temperature 0`, openai
+ * client, graceful SIGTERM).  Server B: a batch-invariant kernel
+ * (--linear-backend avx2, or ref) and a KV pool too small for all sequences,
+ * so 32 parallel streams are batched and preempted, and must still equal the
+ * same requests run one at a time. */
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "octet.h"
+#include "server/request.h"
+#include "testlib.h"
+
+#define API_KEY "test-key-0123456789"
+#define MODEL "models/demo"
+
+static char g_build[256] = "build";
+static char g_bin[300];
+
+/* ---------------------------------------------------------------- process */
+
+typedef struct server {
+    pid_t pid;
+    int port;
+} server;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Starts `octet serve --model models/demo --port 0 ARGS...` and reads the
+ * port from its "listening on" line. */
+static bool server_start(server *s, const char *log_name, const char *const *args)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return false;
+    const char *argv[40] = {g_bin, "serve", "--model", MODEL, "--port", "0"};
+    int n = 6;
+    for (int i = 0; args && args[i] && n < 38; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    char log[400];
+    snprintf(log, sizeof log, "%s/tests/%s.log", g_build, log_name);
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        FILE *lf = fopen(log, "w");
+        if (lf)
+            dup2(fileno(lf), 2);
+        close(fd[0]);
+        execv(g_bin, (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    s->pid = pid;
+    s->port = -1;
+    char line[512];
+    size_t len = 0;
+    double t0 = now_s();
+    while (now_s() - t0 < 60 && len < sizeof line - 1) {
+        struct pollfd p = {fd[0], POLLIN, 0};
+        if (poll(&p, 1, 500) <= 0)
+            continue;
+        ssize_t r = read(fd[0], line + len, 1);
+        if (r <= 0)
+            break;
+        len++;
+        if (line[len - 1] == '\n')
+            break;
+    }
+    line[len] = 0;
+    close(fd[0]);
+    const char *p = strstr(line, "127.0.0.1:");
+    if (p)
+        s->port = atoi(p + 10);
+    if (s->port <= 0) {
+        fprintf(stderr, "server did not start; see %s (stdout: %s)\n", log, line);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return false;
+    }
+    return true;
+}
+
+/* SIGTERM and wait; returns the exit status (or -1 on a timeout/crash). */
+static int server_stop(server *s)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    double t0 = now_s();
+    while (now_s() - t0 < 30) {
+        pid_t r = waitpid(s->pid, &st, WNOHANG);
+        if (r == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        usleep(20000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+typedef struct resp {
+    int status;
+    char *body; /* NUL-terminated, de-chunked */
+    size_t len;
+} resp;
+
+static void resp_free(resp *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {60, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Parses a raw response (status line, headers, body, chunked or not). */
+static void parse_raw(char *raw, size_t n, resp *r)
+{
+    r->status = 0;
+    r->body = calloc(1, n + 1);
+    r->len = 0;
+    if (n < 12 || strncmp(raw, "HTTP/1.", 7) != 0)
+        return;
+    r->status = atoi(raw + 9);
+    char *hdr_end = strstr(raw, "\r\n\r\n");
+    if (!hdr_end)
+        return;
+    *hdr_end = 0;
+    bool chunked = strcasestr(raw, "transfer-encoding: chunked") != NULL;
+    char *p = hdr_end + 4, *end = raw + n;
+    if (!chunked) {
+        r->len = (size_t)(end - p);
+        memcpy(r->body, p, r->len);
+        return;
+    }
+    while (p < end) {
+        char *e;
+        unsigned long sz = strtoul(p, &e, 16);
+        char *crlf = strstr(p, "\r\n");
+        if (!crlf || sz == 0)
+            break;
+        p = crlf + 2;
+        if (p + sz > end)
+            sz = (unsigned long)(end - p);
+        memcpy(r->body + r->len, p, sz);
+        r->len += sz;
+        p += sz + 2;
+    }
+}
+
+/* One request on a fresh connection ("Connection: close").  auth: NULL for
+ * none.  Returns false when the connection failed. */
+static bool http(int port, const char *method, const char *path, const char *auth,
+                 const char *body, resp *r)
+{
+    memset(r, 0, sizeof *r);
+    int fd = dial(port);
+    if (fd < 0)
+        return false;
+    size_t bl = body ? strlen(body) : 0;
+    char head[1024];
+    int hn = snprintf(head, sizeof head,
+                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      method, path, auth ? "Authorization: Bearer " : "", auth ? auth : "",
+                      auth ? "\r\n" : "", bl);
+    send_all(fd, head, (size_t)hn);
+    if (bl)
+        send_all(fd, body, bl);
+    size_t cap = 65536, n = 0;
+    char *raw = malloc(cap);
+    for (;;) {
+        if (n + 4096 > cap)
+            raw = realloc(raw, cap *= 2);
+        ssize_t got = recv(fd, raw + n, cap - n - 1, 0);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    raw[n] = 0;
+    parse_raw(raw, n, r);
+    free(raw);
+    return r->status > 0;
+}
+
+static json_t *json_of(const resp *r)
+{
+    return json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+}
+
+/* Text of choices[0] (completion text or chat message content). */
+static char *choice_text(const resp *r, int idx)
+{
+    json_t *o = json_of(r);
+    json_t *c = json_array_get(json_object_get(o, "choices"), (size_t)idx);
+    json_t *t = json_object_get(c, "text");
+    if (!t)
+        t = json_object_get(json_object_get(c, "message"), "content");
+    char *s = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* Concatenated text of an SSE body; *done: ended with data: [DONE]. */
+static char *sse_text(const resp *r, bool *done, int *events)
+{
+    size_t cap = r->len + 1, n = 0;
+    char *out = calloc(1, cap);
+    *done = false;
+    *events = 0;
+    const char *p = r->body ? r->body : "";
+    while ((p = strstr(p, "data: "))) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        if (!e)
+            break;
+        if (strncmp(p, "[DONE]", 6) == 0) {
+            *done = true;
+            break;
+        }
+        (*events)++;
+        json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+        json_t *c = json_array_get(json_object_get(o, "choices"), 0);
+        json_t *t = json_object_get(c, "text");
+        if (!t)
+            t = json_object_get(json_object_get(c, "delta"), "content");
+        if (json_is_string(t)) {
+            size_t tl = strlen(json_string_value(t));
+            memcpy(out + n, json_string_value(t), tl);
+            n += tl;
+        }
+        json_decref(o);
+        p = e;
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* `octet generate ... --json` -> its "text" (and prompt/output lengths). */
+static char *generate_text(const char *prompt, bool chat, int max_tokens, const char *extra,
+                           int *n_prompt, int *n_out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s generate --model %s --prompt '%s' %s --temperature 0 --max-tokens %d "
+             "--json %s 2>/dev/null",
+             g_bin, MODEL, prompt, chat ? "--chat" : "", max_tokens, extra ? extra : "");
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return NULL;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    pclose(f);
+    buf[n] = 0;
+    json_t *o = json_loads(buf, 0, NULL);
+    json_t *t = json_object_get(o, "text");
+    char *s = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
+    if (n_prompt)
+        *n_prompt = (int)json_array_size(json_object_get(o, "prompt_ids"));
+    if (n_out)
+        *n_out = (int)json_array_size(json_object_get(o, "output_ids"));
+    json_decref(o);
+    return s;
+}
+
+static double metric(int port, const char *name)
+{
+    resp r;
+    double v = -1;
+    if (http(port, "GET", "/metrics", NULL, NULL, &r) && r.status == 200) {
+        const char *p = r.body;
+        size_t nl = strlen(name);
+        while ((p = strstr(p, name))) {
+            if ((p == r.body || p[-1] == '\n') && (p[nl] == '{' || p[nl] == ' ')) {
+                const char *sp = strchr(p, ' ');
+                if (sp)
+                    v = strtod(sp + 1, NULL);
+                break;
+            }
+            p += nl;
+        }
+    }
+    resp_free(&r);
+    return v;
+}
+
+/* ---------------------------------------------------------------- server A */
+
+static server g_a;
+static bool g_a_up;
+
+static void test_start_a(void)
+{
+    static const char *const args[] = {"--api-key",        API_KEY, "--max-model-len", "512",
+                                       "--max-body-bytes", "65536", "--max-header-bytes", "4096",
+                                       "--idle-timeout",   "1",     "--max-json-depth", "16",
+                                       "--max-n",          "4",     "--max-num-seqs",   "8",
+                                       NULL};
+    REQUIRE(server_start(&g_a, "test_server_a", args));
+    g_a_up = true;
+}
+
+static void test_health_models_auth(void)
+{
+    REQUIRE(g_a_up);
+    resp r;
+    REQUIRE(http(g_a.port, "GET", "/health", NULL, NULL, &r));
+    CHECK_EQ_INT(r.status, 200);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "GET", "/v1/models", NULL, NULL, &r));
+    CHECK_EQ_INT(r.status, 401);
+    CHECKF(strstr(r.body, "\"error\"") != NULL, "%s", r.body);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "GET", "/v1/models", "wrong-key-0123456789", NULL, &r));
+    CHECK_EQ_INT(r.status, 401);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "GET", "/v1/models", API_KEY, NULL, &r));
+    CHECK_EQ_INT(r.status, 200);
+    CHECKF(strstr(r.body, "\"id\":\"" MODEL "\"") != NULL, "%s", r.body);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "GET", "/v1/nothing", API_KEY, NULL, &r));
+    CHECK_EQ_INT(r.status, 404);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "GET", "/v1/completions", API_KEY, NULL, &r));
+    CHECK_EQ_INT(r.status, 405);
+    resp_free(&r);
+}
+
+static void test_matches_generate(void)
+{
+    REQUIRE(g_a_up);
+    static const char *prompts[] = {"Once upon a time", "The little dog", "In the morning, she"};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(prompts); i++) {
+        int np = 0, no = 0;
+        char *want = generate_text(prompts[i], false, 40, NULL, &np, &no);
+        REQUIRE(want);
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":40,\"temperature\":0}", MODEL,
+                 prompts[i]);
+        resp r;
+        REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, body, &r));
+        CHECK_EQ_INT(r.status, 200);
+        char *got = choice_text(&r, 0);
+        CHECKF(got && strcmp(got, want) == 0, "prompt '%s': server '%s' vs generate '%s'",
+               prompts[i], got ? got : "(null)", want);
+        json_t *o = json_of(&r);
+        json_t *u = json_object_get(o, "usage");
+        CHECK_EQ_INT(json_integer_value(json_object_get(u, "prompt_tokens")), np);
+        CHECK_EQ_INT(json_integer_value(json_object_get(u, "completion_tokens")), no);
+        CHECK_EQ_INT(json_integer_value(json_object_get(u, "total_tokens")), np + no);
+        json_decref(o);
+        free(got);
+        free(want);
+        resp_free(&r);
+    }
+    /* Chat uses the template and add_special_tokens=false, as generate --chat. */
+    char *want = generate_text("Hi there", true, 12, NULL, NULL, NULL);
+    REQUIRE(want);
+    resp r;
+    REQUIRE(http(g_a.port, "POST", "/v1/chat/completions", API_KEY,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi there\"}],\"max_tokens\":12,"
+                 "\"temperature\":0}",
+                 &r));
+    CHECK_EQ_INT(r.status, 200);
+    char *got = choice_text(&r, 0);
+    CHECKF(got && strcmp(got, want) == 0, "chat: '%s' vs '%s'", got ? got : "(null)", want);
+    CHECKF(strstr(r.body, "\"object\":\"chat.completion\"") != NULL, "%s", r.body);
+    free(got);
+    free(want);
+    resp_free(&r);
+}
+
+static void test_streaming(void)
+{
+    REQUIRE(g_a_up);
+    resp a, b;
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"The little dog\",\"max_tokens\":30,\"temperature\":0}", &a));
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"The little dog\",\"max_tokens\":30,\"temperature\":0,"
+                 "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                 &b));
+    CHECK_EQ_INT(b.status, 200);
+    bool done;
+    int ev;
+    char *full = choice_text(&a, 0), *st = sse_text(&b, &done, &ev);
+    CHECK(done);
+    CHECKF(ev >= 3, "%d events", ev);
+    CHECKF(full && strcmp(full, st) == 0, "'%s' vs '%s'", full ? full : "", st);
+    CHECKF(strstr(b.body, "\"usage\":{\"prompt_tokens\"") != NULL, "no usage chunk");
+    CHECKF(strstr(b.body, "\"finish_reason\":\"") != NULL, "no finish_reason");
+    free(full);
+    free(st);
+    resp_free(&a);
+    resp_free(&b);
+    REQUIRE(http(g_a.port, "POST", "/v1/chat/completions", API_KEY,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi "
+                 "there\"}]}],\"max_tokens\":12,\"temperature\":0,\"stream\":true}",
+                 &b));
+    st = sse_text(&b, &done, &ev);
+    char *want = generate_text("Hi there", true, 12, NULL, NULL, NULL);
+    CHECK(done);
+    CHECKF(want && strcmp(st, want) == 0, "chat stream '%s' vs '%s'", st, want ? want : "");
+    CHECKF(strstr(b.body, "\"delta\":{\"role\":\"assistant\"") != NULL, "no role delta");
+    free(st);
+    free(want);
+    resp_free(&b);
+}
+
+static void test_sampling_fields(void)
+{
+    REQUIRE(g_a_up);
+    resp r;
+    /* n: two sampled choices. */
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"n\":2}", &r));
+    CHECK_EQ_INT(r.status, 200);
+    char *c0 = choice_text(&r, 0), *c1 = choice_text(&r, 1);
+    CHECK(c0 && c1);
+    free(c0);
+    free(c1);
+    resp_free(&r);
+    /* seed: a request alone in the batch repeats itself (with n > 1 the
+     * choices share batches, which the AVX-512 kernels do not compute
+     * bit-identically; see docs/SERVER.md). */
+    const char *req = "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":1.0,"
+                      "\"top_p\":0.9,\"top_k\":50,\"min_p\":0.01,\"seed\":7,"
+                      "\"presence_penalty\":0.5,\"frequency_penalty\":0.5}";
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, req, &r));
+    CHECK_EQ_INT(r.status, 200);
+    c0 = choice_text(&r, 0);
+    resp_free(&r);
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, req, &r));
+    char *d0 = choice_text(&r, 0);
+    CHECKF(c0 && d0 && strcmp(c0, d0) == 0, "seeded runs differ: '%s' / '%s'", c0, d0);
+    free(c0);
+    free(d0);
+    resp_free(&r);
+    /* stop string: the text ends right before it. */
+    char *full = generate_text("Once upon a time", false, 40, NULL, NULL, NULL);
+    REQUIRE(full && strstr(full, " first"));
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
+                 "\"stop\":[\"zzz\",\" first\"]}",
+                 &r));
+    char *t = choice_text(&r, 0);
+    size_t cut = (size_t)(strstr(full, " first") - full);
+    CHECKF(t && strlen(t) == cut && strncmp(t, full, cut) == 0, "stop: '%s' (full '%s')", t, full);
+    CHECKF(strstr(r.body, "\"finish_reason\":\"stop\"") != NULL, "%s", r.body);
+    free(t);
+    resp_free(&r);
+    /* Same through a stream: the held-back tail never leaks the stop string. */
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,"
+                 "\"stop\":\" first\",\"stream\":true}",
+                 &r));
+    bool done;
+    int ev;
+    t = sse_text(&r, &done, &ev);
+    CHECKF(strlen(t) == cut && strncmp(t, full, cut) == 0, "stream stop: '%s'", t);
+    free(t);
+    free(full);
+    resp_free(&r);
+    /* logprobs + echo (completions). */
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,\"temperature\":0,"
+                 "\"logprobs\":3,\"echo\":true,\"ignore_eos\":true}",
+                 &r));
+    CHECK_EQ_INT(r.status, 200);
+    json_t *o = json_of(&r);
+    json_t *c = json_array_get(json_object_get(o, "choices"), 0);
+    json_t *lp = json_object_get(c, "logprobs");
+    const char *text = json_string_value(json_object_get(c, "text"));
+    CHECKF(text && strncmp(text, "Once upon a time", 16) == 0, "echo: %s", text);
+    json_t *tl = json_object_get(lp, "token_logprobs");
+    CHECKF(json_array_size(tl) == 4 + 5, "%zu logprob entries", json_array_size(tl));
+    CHECK(json_is_null(json_array_get(tl, 0)));
+    CHECK(json_real_value(json_array_get(tl, 5)) <= 0.0);
+    CHECK_EQ_INT(json_object_size(json_array_get(json_object_get(lp, "top_logprobs"), 5)), 3);
+    json_decref(o);
+    resp_free(&r);
+    /* chat logprobs / top_logprobs. */
+    REQUIRE(http(g_a.port, "POST", "/v1/chat/completions", API_KEY,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":4,"
+                 "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2,\"ignore_eos\":true}",
+                 &r));
+    o = json_of(&r);
+    c = json_array_get(json_object_get(o, "choices"), 0);
+    json_t *content = json_object_get(json_object_get(c, "logprobs"), "content");
+    CHECK_EQ_INT(json_array_size(content), 4);
+    json_t *e0 = json_array_get(content, 0);
+    CHECK(json_is_string(json_object_get(e0, "token")));
+    CHECK_EQ_INT(json_array_size(json_object_get(e0, "top_logprobs")), 2);
+    /* At temperature 0 the chosen token is the most likely one. */
+    CHECK(json_real_value(json_object_get(e0, "logprob")) ==
+          json_real_value(json_object_get(json_array_get(json_object_get(e0, "top_logprobs"), 0),
+                                          "logprob")));
+    json_decref(o);
+    resp_free(&r);
+}
+
+/* POSTs body to /v1/completions; checks the status and that the error names
+ * `param` (NULL: no check). */
+static void expect_error(const char *path, const char *body, int status, const char *param)
+{
+    resp r;
+    if (!http(g_a.port, "POST", path, API_KEY, body, &r)) {
+        CHECKF(false, "no response for %s", body);
+        return;
+    }
+    CHECKF(r.status == status, "%s -> %d (want %d): %s", body, r.status, status, r.body);
+    json_t *o = json_of(&r);
+    json_t *e = json_object_get(o, "error");
+    CHECKF(json_is_string(json_object_get(e, "message")), "not an OpenAI error: %s", r.body);
+    if (param)
+        CHECKF(json_is_string(json_object_get(e, "param")) &&
+                   strcmp(json_string_value(json_object_get(e, "param")), param) == 0,
+               "param of %s: %s", body, r.body);
+    json_decref(o);
+    resp_free(&r);
+}
+
+static void test_errors(void)
+{
+    REQUIRE(g_a_up);
+    const char *C = "/v1/completions", *H = "/v1/chat/completions";
+    expect_error(C, "{\"prompt\": \"x\", ", 400, NULL);
+    expect_error(C, "[1,2]", 400, NULL);
+    expect_error(C, "{\"max_tokens\": 3}", 400, "prompt");
+    expect_error(C, "{\"prompt\": \"x\", \"temperature\": \"hot\"}", 400, "temperature");
+    expect_error(C, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", 400, "max_tokens");
+    expect_error(C, "{\"prompt\": \"x\", \"top_p\": 2}", 400, "top_p");
+    expect_error(C, "{\"prompt\": \"x\", \"n\": 5}", 400, "n");
+    expect_error(C, "{\"prompt\": \"x\", \"stop\": [1]}", 400, "stop");
+    expect_error(C, "{\"prompt\": \"x\", \"stream\": \"yes\"}", 400, "stream");
+    expect_error(C, "{\"prompt\": \"x\", \"logprobs\": 99}", 400, "logprobs");
+    expect_error(C, "{\"prompt\": [1, -2]}", 400, "prompt");
+    expect_error(C, "{\"prompt\": [999999]}", 400, "prompt");
+    expect_error(C, "{\"prompt\": \"x\", \"model\": \"gpt-9\"}", 404, "model");
+    expect_error(C, "{\"prompt\": \"x\", \"max_tokens\": 100000}", 400, "max_tokens");
+    expect_error(H, "{\"messages\": \"hi\"}", 400, "messages");
+    expect_error(H, "{\"messages\": [{\"content\": \"hi\"}]}", 400, "messages[0]");
+    expect_error(H, "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], \"top_logprobs\": 2}",
+                 400, "top_logprobs");
+    /* JSON nesting past --max-json-depth 16. */
+    char deep[256] = "{\"prompt\":\"x\",\"extra\":";
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "[");
+    for (int i = 0; i < 40; i++)
+        strcat(deep, "]");
+    strcat(deep, "}");
+    expect_error(C, deep, 400, NULL);
+    /* A prompt longer than --max-model-len 512. */
+    size_t big = 600 * 6 + 64;
+    char *longp = malloc(big);
+    strcpy(longp, "{\"prompt\":\"");
+    for (int i = 0; i < 600; i++)
+        strcat(longp, "word ");
+    strcat(longp, "\"}");
+    expect_error(C, longp, 400, "prompt");
+    free(longp);
+    /* max_tokens + prompt past the limit. */
+    expect_error(C, "{\"prompt\": \"Once upon a time\", \"max_tokens\": 510}", 400, "max_tokens");
+}
+
+static void test_limits(void)
+{
+    REQUIRE(g_a_up);
+    /* Body over --max-body-bytes 65536: 413. */
+    size_t n = 100000;
+    char *body = malloc(n + 64);
+    strcpy(body, "{\"prompt\":\"");
+    memset(body + 11, 'a', n);
+    strcpy(body + 11 + n, "\"}");
+    resp r;
+    bool got = http(g_a.port, "POST", "/v1/completions", API_KEY, body, &r);
+    CHECKF(got && r.status == 413, "oversized body -> %d", r.status);
+    resp_free(&r);
+    free(body);
+    /* Headers over --max-header-bytes: a 4xx or a closed connection, never a crash. */
+    int fd = dial(g_a.port);
+    REQUIRE(fd >= 0);
+    size_t hl = 20000;
+    char *h = malloc(hl + 256);
+    int k = sprintf(h, "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(h + k, 'b', hl);
+    strcpy(h + k + hl, "\r\nConnection: close\r\n\r\n");
+    send_all(fd, h, strlen(h));
+    char buf[4096];
+    ssize_t rn = recv(fd, buf, sizeof buf - 1, 0);
+    buf[rn > 0 ? rn : 0] = 0;
+    CHECKF(rn <= 0 || (strncmp(buf, "HTTP/1.1 4", 10) == 0), "oversized header answered: %.40s",
+           buf);
+    close(fd);
+    free(h);
+    /* A slow client that never finishes its headers is dropped after the
+     * idle timeout (1 s). */
+    fd = dial(g_a.port);
+    REQUIRE(fd >= 0);
+    send_all(fd, "GET /health HTTP/1.1\r\nHost: x\r\n", 31);
+    double t0 = now_s();
+    rn = recv(fd, buf, sizeof buf, 0);
+    double dt = now_s() - t0;
+    CHECKF(rn <= 0 && dt < 10, "slow client: recv %zd after %.1f s", rn, dt);
+    close(fd);
+    /* Still serving. */
+    REQUIRE(http(g_a.port, "GET", "/health", NULL, NULL, &r));
+    CHECK_EQ_INT(r.status, 200);
+    resp_free(&r);
+}
+
+static void test_metrics_text(void)
+{
+    REQUIRE(g_a_up);
+    resp r;
+    REQUIRE(http(g_a.port, "GET", "/metrics", NULL, NULL, &r));
+    CHECK_EQ_INT(r.status, 200);
+    static const char *names[] = {
+        "# TYPE octet_requests_total counter", "octet_prompt_tokens_total{",
+        "octet_generation_tokens_total{", "octet_time_to_first_token_seconds_bucket{",
+        "octet_inter_token_latency_seconds_count{", "octet_kv_cache_usage_ratio{",
+        "octet_num_requests_waiting{", "le=\"+Inf\""};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(names); i++)
+        CHECKF(strstr(r.body, names[i]) != NULL, "missing %s", names[i]);
+    resp_free(&r);
+    CHECK(metric(g_a.port, "octet_generation_tokens_total") > 0);
+    CHECK(metric(g_a.port, "octet_time_to_first_token_seconds_count") > 0);
+}
+
+/* The official openai client (tests/server/): installed with npm ci into
+ * $BUILD/tests/node_server; runs whenever node exists. */
+static void test_openai_node_client(void)
+{
+    REQUIRE(g_a_up);
+    if (system("command -v node >/dev/null 2>&1") != 0) {
+        printf("note: node is not installed: the openai client check did not run\n");
+        return;
+    }
+    char dir[400], cmd[2048];
+    snprintf(dir, sizeof dir, "%s/tests/node_server", g_build);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && cp tests/server/package.json tests/server/package-lock.json "
+             "tests/server/openai_client.mjs %s/ && cd %s && "
+             "( [ -f node_modules/openai/package.json ] && cmp -s package-lock.json "
+             "node_modules/.package-lock.json.octet || "
+             "( npm ci --no-audit --no-fund --loglevel=error > npm.log 2>&1 && "
+             "cp package-lock.json node_modules/.package-lock.json.octet ) )",
+             dir, dir, dir);
+    int rc = system(cmd);
+    CHECKF(rc == 0, "npm ci of tests/server failed (see %s/npm.log)", dir);
+    if (rc != 0)
+        return;
+    char *comp = generate_text("Once upon a time", false, 40, NULL, NULL, NULL);
+    char *chat = generate_text("Hi there", true, 10, NULL, NULL, NULL);
+    REQUIRE(comp && chat);
+    json_t *exp = json_object();
+    json_object_set_new(exp, "completion", json_string(comp));
+    json_object_set_new(exp, "chat", json_string(chat));
+    char *ej = json_dumps(exp, JSON_COMPACT);
+    /* Single-quote the JSON for the shell (it holds no single quotes). */
+    REQUIRE(strchr(ej, '\'') == NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && node openai_client.mjs http://127.0.0.1:%d/v1 %s %s '%s'",
+             dir, g_a.port, API_KEY, MODEL, ej);
+    rc = system(cmd);
+    CHECKF(rc == 0, "the openai client checks failed (rc %d)", rc);
+    free(ej);
+    json_decref(exp);
+    free(comp);
+    free(chat);
+}
+
+typedef struct bg {
+    int port;
+    const char *path, *body;
+    resp r;
+    bool ok;
+} bg;
+
+static void *bg_main(void *arg)
+{
+    bg *b = arg;
+    b->ok = http(b->port, "POST", b->path, API_KEY, b->body, &b->r);
+    return NULL;
+}
+
+static void test_graceful_shutdown(void)
+{
+    REQUIRE(g_a_up);
+    bg b = {g_a.port, "/v1/completions",
+            "{\"prompt\":\"Once\",\"max_tokens\":60,\"temperature\":0,\"ignore_eos\":true,"
+            "\"stream\":true}",
+            {0, NULL, 0}, false};
+    pthread_t t;
+    pthread_create(&t, NULL, bg_main, &b);
+    usleep(100000);
+    int rc = server_stop(&g_a);
+    g_a_up = false;
+    pthread_join(t, NULL);
+    CHECKF(rc == 0, "server exit status %d", rc);
+    bool done = false;
+    int ev = 0;
+    char *s = b.ok ? sse_text(&b.r, &done, &ev) : NULL;
+    CHECKF(b.ok && done, "in-flight stream did not finish: %s", b.r.body ? b.r.body : "");
+    free(s);
+    resp_free(&b.r);
+}
+
+/* ---------------------------------------------------------------- server B */
+
+#define N_PAR 32
+
+typedef struct par {
+    int port;
+    char body[512];
+    char *text;
+    bool done;
+} par;
+
+static void *par_main(void *arg)
+{
+    par *p = arg;
+    resp r;
+    if (http(p->port, "POST", "/v1/completions", NULL, p->body, &r)) {
+        int ev;
+        p->text = sse_text(&r, &p->done, &ev);
+    }
+    resp_free(&r);
+    return NULL;
+}
+
+static void test_concurrency_matches_serial(void)
+{
+    bool avx2 = oct_cpu_level_max() >= OCT_CPU_AVX2;
+    const char *args[] = {"--linear-backend", avx2 ? "avx2" : "ref", "--max-num-seqs", "32",
+                          "--max-model-len",  "256",                 "--kv-cache-tokens", "768",
+                          "--max-num-batched-tokens", "128",        NULL};
+    server s;
+    REQUIRE(server_start(&s, "test_server_b", args));
+    static par p[N_PAR];
+    pthread_t th[N_PAR];
+    for (int i = 0; i < N_PAR; i++) {
+        p[i].port = s.port;
+        snprintf(p[i].body, sizeof p[i].body,
+                 "{\"prompt\":\"Story %d: once upon a time there was a\",\"max_tokens\":%d,"
+                 "\"temperature\":0,\"ignore_eos\":true,\"stream\":true}",
+                 i, 24 + i % 9);
+        p[i].text = NULL;
+        p[i].done = false;
+    }
+    double t0 = now_s();
+    for (int i = 0; i < N_PAR; i++)
+        pthread_create(&th[i], NULL, par_main, &p[i]);
+    for (int i = 0; i < N_PAR; i++)
+        pthread_join(th[i], NULL);
+    double t_par = now_s() - t0;
+    double preempt = metric(s.port, "octet_num_preemptions_total");
+    double steps_par = metric(s.port, "octet_engine_steps_total");
+    int same = 0;
+    t0 = now_s();
+    for (int i = 0; i < N_PAR; i++) {
+        par one = p[i];
+        one.text = NULL;
+        par_main(&one);
+        CHECKF(p[i].done && one.done, "request %d did not finish", i);
+        bool eq = p[i].text && one.text && strcmp(p[i].text, one.text) == 0;
+        CHECKF(eq, "request %d: parallel '%s' vs alone '%s'", i, p[i].text ? p[i].text : "",
+               one.text ? one.text : "");
+        same += eq;
+        free(one.text);
+        free(p[i].text);
+    }
+    double t_ser = now_s() - t0;
+    printf("note: %d/%d identical; parallel %.2f s (%.0f steps, %.0f preemptions), serial %.2f s\n",
+           same, N_PAR, t_par, steps_par, preempt, t_ser);
+    /* The pool (48 blocks) is smaller than 32 sequences need: preemption ran. */
+    CHECKF(preempt > 0, "no preemption happened (%.0f)", preempt);
+
+    /* A client that disconnects mid-stream frees its sequence. */
+    int fd = dial(s.port);
+    REQUIRE(fd >= 0);
+    const char *b = "{\"prompt\":\"Once\",\"max_tokens\":250,\"temperature\":0,\"ignore_eos\":true,"
+                    "\"stream\":true}";
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                      strlen(b));
+    send_all(fd, head, (size_t)hn);
+    send_all(fd, b, strlen(b));
+    char buf[2048];
+    ssize_t rn = recv(fd, buf, sizeof buf, 0);
+    CHECK(rn > 0);
+    close(fd);
+    double running = -1;
+    t0 = now_s();
+    while (now_s() - t0 < 10) {
+        running = metric(s.port, "octet_num_requests_running");
+        if (running == 0)
+            break;
+        usleep(20000);
+    }
+    CHECKF(running == 0, "cancelled request still running (%.0f)", running);
+    CHECK(metric(s.port, "octet_kv_cache_usage_ratio") == 0);
+    CHECK_EQ_INT(server_stop(&s), 0);
+}
+
+/* ------------------------------------------------------------ unit level */
+
+static void test_request_parser(void)
+{
+    srv_limits lim = {8, 4, 100, 100};
+    srv_request r;
+    srv_error e;
+    const char *ok = "{\"prompt\":[1,2,3],\"max_tokens\":5,\"stop\":\"a\",\"seed\":3,"
+                     "\"top_k\":-1,\"unknown\":{\"x\":1}}";
+    REQUIRE(srv_request_parse(ok, strlen(ok), SRV_COMPLETIONS, &lim, &r, &e));
+    CHECK_EQ_INT(r.n_prompt_ids, 3);
+    CHECK_EQ_INT(r.max_tokens, 5);
+    CHECK_EQ_INT(r.n_stop, 1);
+    CHECK(r.seed_set && r.sampling.seed == 3 && r.sampling.top_k == 0);
+    srv_request_free(&r);
+    const char *bad = "{\"messages\":[{\"role\":\"user\",\"content\":5}]}";
+    CHECK(!srv_request_parse(bad, strlen(bad), SRV_CHAT, &lim, &r, &e));
+    CHECK(strcmp(e.param, "messages[0]") == 0 && e.http == 400);
+    CHECK_EQ_INT(srv_json_depth("[[\"[[[[\"]]", 10), 2);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const char *b = getenv("BUILD");
+    if (b && *b)
+        snprintf(g_build, sizeof g_build, "%s", b);
+    snprintf(g_bin, sizeof g_bin, "%s/octet", g_build);
+    struct stat stt;
+    if (stat(g_bin, &stt) != 0)
+        fprintf(stderr, "test_server: %s is missing (run make)\n", g_bin);
+    RUN(test_request_parser);
+    RUN(test_start_a);
+    RUN(test_health_models_auth);
+    RUN(test_matches_generate);
+    RUN(test_streaming);
+    RUN(test_sampling_fields);
+    RUN(test_errors);
+    RUN(test_limits);
+    RUN(test_metrics_text);
+    RUN(test_openai_node_client);
+    RUN(test_graceful_shutdown);
+    RUN(test_concurrency_matches_serial);
+    if (g_a_up)
+        server_stop(&g_a);
+    return testlib_finish();
+}
