@@ -62,7 +62,7 @@ static int dial(int port)
 
 /* One streaming request; token arrival times go to *times (one per SSE
  * event carrying text).  Returns the number of events, -1 on failure. */
-static int one_request(load *L, int id, double *times, int cap)
+static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
 {
     int fd = dial(L->port);
     if (fd < 0)
@@ -70,7 +70,8 @@ static int one_request(load *L, int id, double *times, int cap)
     char body[256], req[1024];
     snprintf(body, sizeof body,
              "{\"prompt\":\"Request %d: once upon a time, in a small town\",\"max_tokens\":%d,"
-             "\"temperature\":0,\"ignore_eos\":true,\"stream\":true}",
+             "\"temperature\":0,\"ignore_eos\":true,\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true}}",
              id, L->max_tokens);
     int n = snprintf(req, sizeof req,
                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
@@ -81,31 +82,42 @@ static int one_request(load *L, int id, double *times, int cap)
         close(fd);
         return -1;
     }
-    /* Count "data: {" events as they arrive (each carries one token here). */
-    char buf[8192], carry[8] = {0};
+    /* Complete SSE events ("data: ...\n\n") are timed when their last
+     * byte arrives; the usage chunk gives the exact token count. */
+    size_t cap_b = 1 << 16, len = 0, scan = 0;
+    char *all = malloc(cap_b);
     int events = 0;
     bool done = false;
-    for (;;) {
-        ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+    *n_tokens = 0;
+    while (all) {
+        if (len + 8192 + 1 > cap_b) {
+            char *nb = realloc(all, cap_b *= 2);
+            if (!nb)
+                break;
+            all = nb;
+        }
+        ssize_t r = recv(fd, all + len, 8192, 0);
         if (r <= 0)
             break;
-        buf[r] = 0;
+        len += (size_t)r;
+        all[len] = 0;
         double t = now_s();
-        /* Join the last bytes of the previous read so a split marker counts. */
-        char scan[sizeof buf + 8];
-        size_t cl = strlen(carry);
-        memcpy(scan, carry, cl);
-        memcpy(scan + cl, buf, (size_t)r + 1);
-        for (const char *p = scan; (p = strstr(p, "data: ")); p += 6) {
-            if (p[6] == '{' && events < cap)
-                times[events++] = t;
-            else if (strncmp(p + 6, "[DONE]", 6) == 0)
+        char *p;
+        while ((p = strstr(all + scan, "data: ")) && strstr(p, "\n\n")) {
+            char *e = strstr(p, "\n\n");
+            *e = 0;
+            const char *u = strstr(p, "\"completion_tokens\":");
+            if (strncmp(p + 6, "[DONE]", 6) == 0)
                 done = true;
+            else if (u)
+                *n_tokens = atoi(u + 19);
+            else if (p[6] == '{' && events < cap)
+                times[events++] = t;
+            *e = '\n';
+            scan = (size_t)(e + 2 - all);
         }
-        size_t keep = (size_t)r < 7 ? (size_t)r : 7;
-        memcpy(carry, buf + r - (ssize_t)keep, keep);
-        carry[keep] = 0;
     }
+    free(all);
     close(fd);
     return done ? events : -1;
 }
@@ -136,14 +148,14 @@ static void *client(void *arg)
         if (id < 0 || !times)
             break;
         double t0 = now_s();
-        int ev = one_request(L, id, times, cap);
+        int toks = 0;
+        int ev = one_request(L, id, times, cap, &toks);
         pthread_mutex_lock(&L->mu);
         if (ev <= 0) {
             L->failed++;
         } else {
             L->done++;
-            /* The first event is the role-less first chunk with token 1. */
-            L->tokens += ev;
+            L->tokens += toks > 0 ? toks : ev;
             L->ttft[L->n_ttft++] = times[0] - t0;
             for (int i = 1; i < ev; i++) {
                 if (L->n_itl == L->cap_itl) {

@@ -485,13 +485,16 @@ bool srv_job_stream(srv_job *j, char **out, size_t *len)
         srv_choice *c = &j->ch[i];
         size_t upto = safe_len(c);
         bool first = !c->role_sent;
+        /* Chat opens with a role chunk at once; completions wait for text
+         * (or send the echo), so the first event marks the first token. */
+        bool open_now = first && (chat || j->echo_len);
         bool more_text = upto > c->sent || c->n_lp > c->lp_sent;
         bool fin = c->done && !c->finish_sent;
         if (c->done && c->reason == OCT_FINISH_CANCELLED) {
             c->finish_sent = true; /* a cancelled choice ends silently */
             continue;
         }
-        if (!first && !more_text && !fin) {
+        if (!open_now && !more_text && !fin) {
             all_final &= c->finish_sent;
             continue;
         }
