@@ -856,6 +856,11 @@ typedef struct oct_session oct_session;
 
 oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
                               oct_session **out, oct_error *err);
+/* The same with a KV pool of n_blocks 16-token blocks shared by all sequences
+ * (n_blocks <= 0: enough for max_seqs full-length sequences).  A smaller pool
+ * lets a scheduler admit more sequences and preempt when it runs out. */
+oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                                   int64_t n_blocks, oct_session **out, oct_error *err);
 void oct_session_free(oct_session *s);
 
 /* Runs n tokens: tokens[i] of sequence seq[i] at position pos[i] (positions of

@@ -33,6 +33,8 @@ fi
 case "$want" in
     test|all)
         need_cmd curl curl
+        need_cmd node nodejs   # tests/server drive octet serve with the openai npm client
+        need_cmd npm npm
         ;;
 esac
 

@@ -11,7 +11,8 @@ int cli_bench(int argc, char **argv)
                 "usage: octet bench gemm [--m 1,256] [--shapes KxN,...] [--threads N] [--json]\n"
                 "       octet bench fp8  [--n N] [--json]\n"
                 "       octet bench model [--shape small|3b|8b] [--prompt N] [--decode N] "
-                "[--json]\n");
+                "[--json]\n"
+                "       octet bench serve_load [options]   (see docs/SERVER.md)\n");
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "gemm") == 0)
@@ -20,6 +21,8 @@ int cli_bench(int argc, char **argv)
         return bench_fp8_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "model") == 0)
         return bench_model_main(argc - 1, argv + 1);
-    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model)\n", argv[1]);
+    if (strcmp(argv[1], "serve_load") == 0)
+        return bench_serve_load_main(argc - 1, argv + 1);
+    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model, serve_load)\n", argv[1]);
     return 2;
 }

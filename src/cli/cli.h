@@ -33,5 +33,6 @@ int cli_cpu(int argc, char **argv);
 int bench_gemm_main(int argc, char **argv);
 int bench_fp8_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
+int bench_serve_load_main(int argc, char **argv);
 
 #endif

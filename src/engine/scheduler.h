@@ -28,11 +28,6 @@
 
 #include "octet.h"
 
-/* session.c: a session whose KV pool has n_blocks 16-token blocks shared by
- * all sequences (n_blocks <= 0: max_seqs full-length sequences). */
-oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
-                                   int64_t n_blocks, oct_session **out, oct_error *err);
-
 #define OCT_SCHED_MAX_TOP_LOGPROBS 20
 
 typedef enum {

@@ -126,8 +126,8 @@ float oct_fp8_ref_decode(oct_fp8_format f, uint8_t code)
     }
     const fp8_desc *d = &k_desc[f];
     uint32_t sign = code >> 7;
-    uint32_t E = (code >> d->man_bits) & ((1u << d->exp_bits) - 1u);
-    uint32_t man = code & ((1u << d->man_bits) - 1u);
+    uint32_t E = ((uint32_t)code >> d->man_bits) & ((1u << d->exp_bits) - 1u);
+    uint32_t man = (uint32_t)code & ((1u << d->man_bits) - 1u);
     if (d->fnuz) {
         if (code == 0x80)
             return NAN;

@@ -364,7 +364,7 @@ static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws,
     const float ks = kv->k_scale[layer], vs = kv->v_scale[layer];
     const void *kb = kv->k[layer], *vb = kv->v[layer];
     const float scale = a->attention_multiplier;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(ws->n_threads)
     for (int64_t t = 0; t < n; t++) {
         for (int64_t h = 0; h < Hq; h++) {
             int tid = omp_get_thread_num();

@@ -78,6 +78,86 @@ __device__ __forceinline__ uint16_t oct_f32_to_bf16_dev(float x)
     return *reinterpret_cast<uint16_t *>(&h);
 }
 
+/* NaN-propagating |x| max over 8 bf16 (one uint4). */
+__device__ __forceinline__ float oct_amax8_bf16(float a, uint4 v)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        a = oct_amax_nan(a, oct_bf16_lo(w[j]));
+        a = oct_amax_nan(a, oct_bf16_hi(w[j]));
+    }
+    return a;
+}
+
+__device__ __forceinline__ float oct_warp_amax(float a)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, o));
+    return a;
+}
+
+/* 8 bf16 (one uint4) -> 8 E4M3FN codes (one uint2), x / s with IEEE division. */
+__device__ __forceinline__ uint2 oct_quant8_bf16(uint4 v, float s)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint16_t c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        c[j] = oct_e4m3x2_sat(__fdiv_rn(oct_bf16_lo(w[j]), s), __fdiv_rn(oct_bf16_hi(w[j]), s));
+    return make_uint2((uint32_t)c[0] | ((uint32_t)c[1] << 16), (uint32_t)c[2] | ((uint32_t)c[3] << 16));
+}
+
+/* L2 cache policy for streamed-once weights.  evict_first: the weight lines are
+ * the first candidates for eviction, so a 100 MB weight stream recycles a small
+ * part of the L2 instead of evicting what is there (activations, KV, or, under a
+ * benchmark's L2 flush, ~50 MB of dirty lines whose write-back would compete with
+ * the stream).  evict_normal is what a plain load does. */
+__device__ __forceinline__ uint64_t oct_l2_policy(bool evict_first)
+{
+    uint64_t p;
+    if (evict_first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
+/* 16-byte streaming weight load: no L1 allocation, 256-byte L2 prefetch, L2
+ * eviction policy `pol` (oct_l2_policy). */
+__device__ __forceinline__ uint4 oct_ld_stream(const uint8_t *p, uint64_t pol)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+/* FP8 tensor-core product m16n8k32 (sm_89+), f32 accumulate in place. */
+__device__ __forceinline__ void oct_mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+/* One 128-wide K chunk of the streaming kernels (gemv_fp8*.cu): rows g / g+8 in
+ * w[0..1] / w[2..3] (bytes [16t,+16) and [64+16t,+16) of the chunk), the token's
+ * bytes at the same positions in x0 / x1. */
+__device__ __forceinline__ void oct_mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0, uint4 x1)
+{
+    oct_mma_e4m3(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
+    oct_mma_e4m3(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
+    oct_mma_e4m3(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
+    oct_mma_e4m3(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
+}
+
 /* Programmatic dependent launch (sm_90): a kernel launched with the
  * programmatic-serialization attribute may start before the previous kernel in
  * the stream finishes; it must wait here before reading that kernel's output. */

@@ -37,40 +37,13 @@
 // bulk-copy one at every M, so it is the default (OCTET_CUDA_GEMV=tma or the
 // context knob "gemv_tma" selects the other).
 int oct_cuda_gemv_use_tma = 0;
+// L2 evict_first for the weight stream (cuda_impl.h, oct_l2_policy); 0: evict_normal.
+int oct_cuda_gemv_evict_first = 1;
 
 namespace {
 
 constexpr int kWarps = 8;
 constexpr int kRows = 16;
-
-__device__ __forceinline__ uint4 ld_stream(const uint8_t *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-// One 128-wide K chunk: rows g / g+8 in w[0..1] / w[2..3], token fragments x0/x1.
-__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0, uint4 x1)
-{
-    mma_e4m3(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
-    mma_e4m3(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
-    mma_e4m3(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
-    mma_e4m3(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
-}
 
 // Up to 16 tokens two blocks share an SM (<= 128 registers); 32/64 tokens need
 // more accumulators and fragments than that without spilling.
@@ -78,7 +51,7 @@ template <int MT, bool BLK>
 __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     gemv_w8a8(int m, int n, int k, const uint8_t *__restrict__ a, const float *__restrict__ sa,
               const uint8_t *__restrict__ w, const float *__restrict__ sw,
-              uint16_t *__restrict__ y)
+              uint16_t *__restrict__ y, int ef)
 {
     // Weight chunks in flight per warp: as many as the registers allow without spills.
     constexpr int U = MT == 1 ? 4 : MT <= 4 ? 2 : 1;
@@ -92,15 +65,16 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     const uint8_t *w0 = w + (size_t)r0 * k + 16 * t;
     const uint8_t *w1 = w + (size_t)r1 * k + 16 * t;
 
+    const uint64_t pol = oct_l2_policy(ef != 0);
     uint4 wr[U][4];
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int i = warp + kWarps * u;
         if (i < nk) {
-            wr[u][0] = ld_stream(w0 + (size_t)i * 128);
-            wr[u][1] = ld_stream(w0 + (size_t)i * 128 + 64);
-            wr[u][2] = ld_stream(w1 + (size_t)i * 128);
-            wr[u][3] = ld_stream(w1 + (size_t)i * 128 + 64);
+            wr[u][0] = oct_ld_stream(w0 + (size_t)i * 128, pol);
+            wr[u][1] = oct_ld_stream(w0 + (size_t)i * 128 + 64, pol);
+            wr[u][2] = oct_ld_stream(w1 + (size_t)i * 128, pol);
+            wr[u][3] = oct_ld_stream(w1 + (size_t)i * 128 + 64, pol);
         }
     }
     // Everything above only touches weights; a / sa come from the previous kernel.
@@ -133,7 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
                         __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128 + 64));
                     if (BLK) {
                         float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        mma_chunk(p, wr[u], x0, x1);
+                        oct_mma_chunk(p, wr[u], x0, x1);
                         const int tk0 = min(mt * 8 + 2 * t, m - 1);
                         const int tk1 = min(mt * 8 + 2 * t + 1, m - 1);
                         const float s0 = __ldg(sa + (size_t)tk0 * nkb + i);
@@ -143,16 +117,16 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
                         acc[mt][2] += s0 * (swi * p[2]);
                         acc[mt][3] += s1 * (swi * p[3]);
                     } else {
-                        mma_chunk(acc[mt], wr[u], x0, x1);
+                        oct_mma_chunk(acc[mt], wr[u], x0, x1);
                     }
                 }
                 // Refill this slot with the chunk U batches ahead.
                 const int j = i + kWarps * U;
                 if (j < nk) {
-                    wr[u][0] = ld_stream(w0 + (size_t)j * 128);
-                    wr[u][1] = ld_stream(w0 + (size_t)j * 128 + 64);
-                    wr[u][2] = ld_stream(w1 + (size_t)j * 128);
-                    wr[u][3] = ld_stream(w1 + (size_t)j * 128 + 64);
+                    wr[u][0] = oct_ld_stream(w0 + (size_t)j * 128, pol);
+                    wr[u][1] = oct_ld_stream(w0 + (size_t)j * 128 + 64, pol);
+                    wr[u][2] = oct_ld_stream(w1 + (size_t)j * 128, pol);
+                    wr[u][3] = oct_ld_stream(w1 + (size_t)j * 128 + 64, pol);
                 }
             }
         }
@@ -193,7 +167,8 @@ cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, co
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, gemv_w8a8<MT, BLK>, m, n, k, a, sa, w, sw, y);
+    return cudaLaunchKernelEx(&cfg, gemv_w8a8<MT, BLK>, m, n, k, a, sa, w, sw, y,
+                              oct_cuda_gemv_evict_first);
 }
 
 template <bool BLK>

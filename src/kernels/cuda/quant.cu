@@ -9,47 +9,17 @@ namespace {
 constexpr int kTokThreads = 256;
 constexpr int kTokVec = 8; // uint4 (8 bf16) per thread kept in registers: K <= 16384
 
-__device__ __forceinline__ float warp_amax(float a)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, o));
-    return a;
-}
-
-// 8 bf16 (one uint4) -> 8 codes (one uint2), x / s with IEEE division.
-__device__ __forceinline__ uint2 quant8(uint4 v, float s)
-{
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    uint16_t c[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        c[j] = oct_e4m3x2_sat(__fdiv_rn(oct_bf16_lo(w[j]), s), __fdiv_rn(oct_bf16_hi(w[j]), s));
-    return make_uint2((uint32_t)c[0] | ((uint32_t)c[1] << 16), (uint32_t)c[2] | ((uint32_t)c[3] << 16));
-}
-
-__device__ __forceinline__ float amax8(float a, uint4 v)
-{
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        a = oct_amax_nan(a, oct_bf16_lo(w[j]));
-        a = oct_amax_nan(a, oct_bf16_hi(w[j]));
-    }
-    return a;
-}
-
 // Block-wide NaN-propagating max; every thread gets the result.
 __device__ __forceinline__ float block_amax(float a)
 {
     __shared__ float part[kTokThreads / 32];
-    a = warp_amax(a);
+    a = oct_warp_amax(a);
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     if (lane == 0)
         part[wid] = a;
     __syncthreads();
     a = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0f;
-    return warp_amax(a);
+    return oct_warp_amax(a);
 }
 
 // One block per token row; k % 8 == 0 and 16-byte aligned rows.  Rows up to
@@ -73,11 +43,11 @@ __global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_vec(const uint16_
         int i = (int)threadIdx.x + j * kTokThreads;
         if (i < nv) {
             v[j] = __ldg(xr + i);
-            a = amax8(a, v[j]);
+            a = oct_amax8_bf16(a, v[j]);
         }
     }
     for (int i = (int)threadIdx.x + kTokVec * kTokThreads; i < nv; i += kTokThreads)
-        a = amax8(a, __ldg(xr + i));
+        a = oct_amax8_bf16(a, __ldg(xr + i));
     a = block_amax(a);
     const float s = oct_scale_from_amax(a, ub);
     if (threadIdx.x == 0)
@@ -86,10 +56,10 @@ __global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_vec(const uint16_
     for (int j = 0; j < kTokVec; j++) {
         int i = (int)threadIdx.x + j * kTokThreads;
         if (i < nv)
-            qr[i] = quant8(v[j], s);
+            qr[i] = oct_quant8_bf16(v[j], s);
     }
     for (int i = (int)threadIdx.x + kTokVec * kTokThreads; i < nv; i += kTokThreads)
-        qr[i] = quant8(__ldg(xr + i), s);
+        qr[i] = oct_quant8_bf16(__ldg(xr + i), s);
 }
 
 // Any k, any alignment: scalar two-pass version.
@@ -132,7 +102,7 @@ __global__ void __launch_bounds__(256) quant_groups_bf16_vec(const uint16_t *__r
     uint4 v = make_uint4(0, 0, 0, 0);
     if (have)
         v = __ldg(reinterpret_cast<const uint4 *>(x + row * k + col));
-    float a = amax8(0.0f, v);
+    float a = oct_amax8_bf16(0.0f, v);
 #pragma unroll
     for (int o = 8; o > 0; o >>= 1)
         a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, o));
@@ -140,7 +110,7 @@ __global__ void __launch_bounds__(256) quant_groups_bf16_vec(const uint16_t *__r
     if (live && sub == 0)
         scale[row * rs + kb * ks] = s;
     if (have)
-        *reinterpret_cast<uint2 *>(q + row * k + col) = quant8(v, s);
+        *reinterpret_cast<uint2 *>(q + row * k + col) = oct_quant8_bf16(v, s);
 }
 
 bool aligned16(const void *p)
