@@ -335,25 +335,22 @@ static bool pack_act(const oct_linear *l, int64_t m, const oct_act_in *in, packe
     } while (0)
 
 #define DECL_C(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
-#define DECL_D(r) __m512 d##r##0 = _mm512_setzero_ps(), d##r##1 = d##r##0;
 #define DP_C(r)                                                                            \
     {                                                                                      \
         __m512i av = _mm512_set1_epi32((int)a[q * MR + r]);                                \
         c##r##0 = dp(c##r##0, av, b0);                                                     \
         c##r##1 = dp(c##r##1, av, b1);                                                     \
     }
-#define DP_D(r)                                                                            \
-    {                                                                                      \
-        __m512i av = _mm512_set1_epi32((int)a[(q + 1) * MR + r]);                          \
-        d##r##0 = dp(d##r##0, av, e0);                                                     \
-        d##r##1 = dp(d##r##1, av, e1);                                                     \
-    }
 #define OUT_C(r) out[r][0] = c##r##0, out[r][1] = c##r##1;
-#define OUT_CD(r) out[r][0] = _mm512_add_ps(c##r##0, d##r##0), out[r][1] = _mm512_add_ps(c##r##1, d##r##1);
 
-/* One panel x R rows, all K: two independent accumulator sets (even / odd
- * pairs) hide the vdpbf16ps latency when R is small. */
-#define GEMV2(NAME, ROWS, LOAD)                                                            \
+/* One panel x R rows, all K, summed in exactly the GEMM path's order: one
+ * accumulator per KC_PAIRS chunk of K, chunk sums added in K order.  So a row's
+ * result never depends on how many rows share the call (batch invariance:
+ * continuous batching gives the same tokens as one request at a time). */
+#define DECL_T(r) __m512 t##r##0 = _mm512_setzero_ps(), t##r##1 = t##r##0;
+#define ADD_T(r) t##r##0 = _mm512_add_ps(t##r##0, c##r##0), t##r##1 = _mm512_add_ps(t##r##1, c##r##1);
+#define OUT_T(r) out[r][0] = t##r##0, out[r][1] = t##r##1;
+#define GEMVC(NAME, ROWS, LOAD)                                                            \
     static void NAME(const dec_tables *t, int64_t kp2, const uint32_t *a, const void *wp,  \
                      __m512 out[8][2])                                                     \
     {                                                                                      \
@@ -362,46 +359,28 @@ static bool pack_act(const oct_linear *l, int64_t m, const oct_act_in *in, packe
         (void)w8;                                                                          \
         (void)w16;                                                                         \
         (void)t;                                                                           \
-        ROWS(DECL_C) ROWS(DECL_D) int64_t q = 0;                                           \
-        for (; q + 2 <= kp2; q += 2) {                                                     \
-            __m512i b0, b1, e0, e1;                                                        \
-            LOAD(q, b0, b1);                                                               \
-            LOAD(q + 1, e0, e1);                                                           \
-            ROWS(DP_C) ROWS(DP_D)                                                          \
+        ROWS(DECL_T)                                                                       \
+        for (int64_t q0 = 0; q0 < kp2; q0 += KC_PAIRS) {                                   \
+            int64_t q1 = OCT_MIN(kp2, q0 + KC_PAIRS);                                      \
+            ROWS(DECL_C)                                                                   \
+            for (int64_t q = q0; q < q1; q++) {                                            \
+                __m512i b0, b1;                                                            \
+                LOAD(q, b0, b1);                                                           \
+                ROWS(DP_C)                                                                 \
+            }                                                                              \
+            ROWS(ADD_T) /* 0 + x == x exactly: the first chunk matches a plain store */    \
         }                                                                                  \
-        for (; q < kp2; q++) {                                                             \
-            __m512i b0, b1;                                                                \
-            LOAD(q, b0, b1);                                                               \
-            ROWS(DP_C)                                                                     \
-        }                                                                                  \
-        ROWS(OUT_CD)                                                                       \
-    }
-#define GEMV1(NAME, ROWS, LOAD)                                                            \
-    static void NAME(const dec_tables *t, int64_t kp2, const uint32_t *a, const void *wp,  \
-                     __m512 out[8][2])                                                     \
-    {                                                                                      \
-        const uint8_t *w8 = wp;                                                            \
-        const uint16_t *w16 = wp;                                                          \
-        (void)w8;                                                                          \
-        (void)w16;                                                                         \
-        (void)t;                                                                           \
-        ROWS(DECL_C) for (int64_t q = 0; q < kp2; q++)                                     \
-        {                                                                                  \
-            __m512i b0, b1;                                                                \
-            LOAD(q, b0, b1);                                                               \
-            ROWS(DP_C)                                                                     \
-        }                                                                                  \
-        ROWS(OUT_C)                                                                        \
+        ROWS(OUT_T)                                                                        \
     }
 
-GEMV2(gemv8_1, ROWS_1, LOAD_FP8)
-GEMV2(gemv8_2, ROWS_2, LOAD_FP8)
-GEMV2(gemv8_4, ROWS_4, LOAD_FP8)
-GEMV1(gemv8_8, ROWS_8, LOAD_FP8)
-GEMV2(gemv16_1, ROWS_1, LOAD_BF16)
-GEMV2(gemv16_2, ROWS_2, LOAD_BF16)
-GEMV2(gemv16_4, ROWS_4, LOAD_BF16)
-GEMV1(gemv16_8, ROWS_8, LOAD_BF16)
+GEMVC(gemv8_1, ROWS_1, LOAD_FP8)
+GEMVC(gemv8_2, ROWS_2, LOAD_FP8)
+GEMVC(gemv8_4, ROWS_4, LOAD_FP8)
+GEMVC(gemv8_8, ROWS_8, LOAD_FP8)
+GEMVC(gemv16_1, ROWS_1, LOAD_BF16)
+GEMVC(gemv16_2, ROWS_2, LOAD_BF16)
+GEMVC(gemv16_4, ROWS_4, LOAD_BF16)
+GEMVC(gemv16_8, ROWS_8, LOAD_BF16)
 
 typedef void (*gemv_fn)(const dec_tables *, int64_t, const uint32_t *, const void *,
                         __m512[8][2]);

@@ -193,6 +193,20 @@ cudaError_t oct_cuda_gemv_w8a8_tma_launch(int m, int n, int k, const uint8_t *a,
 /* Which small-M kernel the launcher uses: 0 register-streaming (default, faster
  * on the H200), 1 bulk-copy where it applies (OCTET_CUDA_GEMV=tma). */
 extern int oct_cuda_gemv_use_tma;
+/* L2 policy of the streaming kernels' weight loads: 1 evict_first (default), 0
+ * evict_normal (context knob "gemv_evict_first"). */
+extern int oct_cuda_gemv_evict_first;
+
+/* Small-M W8A8 with the per-token quantization of x (bf16) fused in, one
+ * persistent kernel (gemv_fp8_fused.cu): y = bf16(sa * (sw * sum q(x) w)) with sa,
+ * q(x) exactly those of oct_cuda_quant_rows_bf16(x, ub).  m <= 16, k % 1024 == 0,
+ * m * (k + 16) <= 100 KB, 16-byte aligned x and w, else OCT_ERR_UNSUPPORTED.
+ * Launched with programmatic serialization (waits before reading x). */
+oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, const void *x, float ub,
+                                           const uint8_t *w, const float *sw, uint16_t *y,
+                                           cudaStream_t st);
+/* Testing knob: cap on the fused kernel's resident blocks (0: none). */
+extern int oct_cuda_gemv_max_ctas;
 
 /* ---- the context (linear.cu) ---- */
 
@@ -212,6 +226,7 @@ struct oct_cuda_ctx {
     oct_lt_plan *plans;     /* cached cuBLASLt plans (linked list) */
     int lt_block_mn_major;  /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
     int64_t gemv_max_m;     /* auto path: GEMV up to this M */
+    int64_t gemv_fused_max_m; /* GEMV path, per-token scales: fused quantization up to this M */
     char last_kernel[64];
 };
 

@@ -12,6 +12,8 @@
 // Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
 // tokens everywhere, up to 32 on the narrower layers; cuBLASLt beyond.
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 32
+// The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M.
+#define OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT 16
 #define OCT_CUDA_LT_WS_BYTES ((size_t)32 << 20)
 
 oct_status oct_cuda_grow(void **buf, size_t *have, size_t need)
@@ -44,9 +46,13 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
         return OCT_ERR_NOMEM;
     c->gemv_max_m = OCT_CUDA_GEMV_MAX_M_DEFAULT;
     c->lt_block_mn_major = 1; // measured: cuBLASLt 13.1 reads VEC128 scales as [k/128][m]
+    c->gemv_fused_max_m = OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT;
     const char *env = getenv("OCTET_CUDA_GEMV_MAX_M");
     if (env && *env)
         c->gemv_max_m = atoll(env);
+    env = getenv("OCTET_CUDA_GEMV_FUSED_MAX_M");
+    if (env && *env)
+        c->gemv_fused_max_m = atoll(env);
     cublasLtHandle_t h = NULL;
     const float one = 1.0f;
     if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) {
@@ -97,8 +103,14 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         return OCT_ERR_INVALID_ARG;
     if (!strcmp(key, "gemv_max_m"))
         c->gemv_max_m = value;
+    else if (!strcmp(key, "gemv_fused_max_m"))
+        c->gemv_fused_max_m = value;
     else if (!strcmp(key, "gemv_tma"))
         oct_cuda_gemv_use_tma = value != 0;
+    else if (!strcmp(key, "gemv_evict_first"))
+        oct_cuda_gemv_evict_first = value != 0;
+    else if (!strcmp(key, "gemv_max_ctas"))
+        oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
     else if (!strcmp(key, "lt_block_mn_major"))
         c->lt_block_mn_major = (int)value;
     else
@@ -141,6 +153,13 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     uint16_t *yo = static_cast<uint16_t *>(y);
     const bool gemv = use_gemv(c, m, n, k, path);
     if (kind == OCT_SCALE_ROW) {
+        if (gemv && m <= c->gemv_fused_max_m && !oct_cuda_gemv_use_tma) {
+            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, st);
+            if (s != OCT_ERR_UNSUPPORTED) {
+                snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
+                return s;
+            }
+        }
         s = oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
         if (s != OCT_OK)
             return s;

@@ -1,0 +1,285 @@
+// gemv_fp8_fused.cu — small-M W8A8 linear with the per-token activation
+// quantization fused in: x [m,k] bf16 -> y [m,n] bf16 in ONE persistent kernel
+// (m <= 16, k % 1024 == 0).
+//
+// Why: at small M the separate quantizer (quant.cu, one block per token) is a
+// serial ~3-5 µs of launch + DRAM round trip + block reduction that programmatic
+// dependent launch only partly hides, while the whole weight stream of a 4096x4096
+// layer takes ~5 µs.  The activations are tiny (m*k*2 bytes, 8-28 KB per token),
+// so every block reads them (L2 hits after the first), takes the per-token amax,
+// and quantizes them into shared memory itself — the same operations as
+// oct_cuda_quant_rows_bf16 (oct_scale_from_amax, oct_quant8_bf16), so the codes
+// and scales are bit-identical and so is y (same per-warp chunk order and the same
+// reduction as gemv_fp8.cu).
+//
+// Persistent: grid = tiles spread evenly over the resident blocks, so the
+// redundant quantization is paid once per block, not once per 16-row tile, and a
+// warp's register ring of weight chunks runs across tile boundaries: the first
+// chunks of the next tile are in flight while the block reduces the current one
+// (double-buffered reduction scratch, one barrier per tile).
+//
+// Weight tile layout, fragments and the K-order trick are those of gemv_fp8.cu:
+// one tile = 16 rows x all K; warp w takes chunks w, w+8, ... (128 bytes each);
+// k % 1024 == 0 gives every warp the same chunk count, so every warp reaches
+// every tile boundary at the same step (the barriers are uniform).
+#include <stdlib.h>
+
+#include "kernels/cuda/cuda_impl.h"
+
+// Testing knob: cap on resident blocks (0: as many as fit), to exercise many
+// tiles per block on small problems.
+int oct_cuda_gemv_max_ctas = 0;
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 16;
+constexpr int kPad = 16; // bytes per code row in shared memory: 8 token rows hit 8 bank groups
+
+__device__ __forceinline__ void load_chunk(uint4 (&d)[4], const uint8_t *__restrict__ w, int n,
+                                           int k, int tile, int chunk, int g, int t, uint64_t pol)
+{
+    const int r0 = min(tile * kRows + g, n - 1), r1 = min(tile * kRows + g + 8, n - 1);
+    const uint8_t *p0 = w + (size_t)r0 * k + chunk * 128 + 16 * t;
+    const uint8_t *p1 = w + (size_t)r1 * k + chunk * 128 + 16 * t;
+    d[0] = oct_ld_stream(p0, pol);
+    d[1] = oct_ld_stream(p0 + 64, pol);
+    d[2] = oct_ld_stream(p1, pol);
+    d[3] = oct_ld_stream(p1 + 64, pol);
+}
+
+template <int MT>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_w8a8_fused(int m, int n, int k, const uint16_t *__restrict__ x, float ub,
+                    const uint8_t *__restrict__ w, const float *__restrict__ sw,
+                    uint16_t *__restrict__ y, int ef)
+{
+    constexpr int U = MT == 1 ? 4 : 2; // weight chunks in flight per warp (registers)
+    extern __shared__ __align__(16) uint8_t xq[]; // [m][k + kPad] activation codes
+    __shared__ float red[2][kWarps][MT * 4][32];
+    __shared__ unsigned amax_u[MT * 8];
+    __shared__ float s_tok[MT * 8];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int cw = k >> 10; // chunks per warp per tile
+    const int ntiles = (n + kRows - 1) / kRows;
+    const int ldq = k + kPad;
+    const uint64_t pol = oct_l2_policy(ef != 0);
+
+    // Producer cursor (tile lt, the warp's chunk number lc): weights only, so the
+    // first batch goes out before waiting for the kernel that wrote x.
+    int lt = blockIdx.x, lc = 0;
+    uint4 wr[U][4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (lt < ntiles) {
+            load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol);
+            if (++lc == cw) {
+                lc = 0;
+                lt += gridDim.x;
+            }
+        }
+    }
+    if (threadIdx.x < MT * 8)
+        amax_u[threadIdx.x] = 0u;
+    oct_pdl_wait();
+
+    // ---- per-token amax: x rows are contiguous, so walk m*k/8 vectors flat and
+    // flush a thread's running max when its token changes.  |x| bit patterns
+    // order like the values, and a NaN's (0x7F8..+) above +Inf: an unsigned
+    // atomicMax is the NaN-propagating max oct_amax_nan computes.
+    const int kv = k >> 3, tot = m * kv;
+    const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+    __syncthreads(); // amax_u zeroed
+    {
+        int cur = 0, bound = kv;
+        float a = 0.0f;
+        for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
+            uint4 b[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (v0 + j * kThreads < tot)
+                    b[j] = __ldg(xv + v0 + j * kThreads);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int v = v0 + j * kThreads;
+                if (v < tot) {
+                    while (v >= bound) {
+                        atomicMax(&amax_u[cur], __float_as_uint(a));
+                        a = 0.0f;
+                        cur++;
+                        bound += kv;
+                    }
+                    a = oct_amax8_bf16(a, b[j]);
+                }
+            }
+        }
+        if (cur < m)
+            atomicMax(&amax_u[cur], __float_as_uint(a));
+    }
+    __syncthreads();
+    if (threadIdx.x < m)
+        s_tok[threadIdx.x] = oct_scale_from_amax(__uint_as_float(amax_u[threadIdx.x]), ub);
+    __syncthreads();
+    // ---- codes into shared memory (second read of x: L1 / L2 hits).
+    {
+        int cur = 0, bound = kv;
+        for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
+            uint4 b[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (v0 + j * kThreads < tot)
+                    b[j] = __ldg(xv + v0 + j * kThreads);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int v = v0 + j * kThreads;
+                if (v < tot) {
+                    while (v >= bound) {
+                        cur++;
+                        bound += kv;
+                    }
+                    *reinterpret_cast<uint2 *>(xq + cur * ldq + (v - (bound - kv)) * 8) =
+                        oct_quant8_bf16(b[j], s_tok[cur]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+
+    int xoff[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        xoff[mt] = min(mt * 8 + g, m - 1) * ldq + 16 * t;
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[mt][c] = 0.0f;
+
+    // Consumer cursor (tile ct, chunk number cc) walks the same sequence as the
+    // producer, U steps behind: slot u always holds step u (mod U).
+    int ct = blockIdx.x, cc = 0, buf = 0;
+    while (ct < ntiles) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (ct < ntiles) { // uniform over the block
+                const int i = warp + kWarps * cc;
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint4 x0 = *reinterpret_cast<const uint4 *>(xq + xoff[mt] + i * 128);
+                    const uint4 x1 = *reinterpret_cast<const uint4 *>(xq + xoff[mt] + i * 128 + 64);
+                    oct_mma_chunk(acc[mt], wr[u], x0, x1);
+                }
+                if (lt < ntiles) { // refill the slot, possibly from the next tile
+                    load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol);
+                    if (++lc == cw) {
+                        lc = 0;
+                        lt += gridDim.x;
+                    }
+                }
+                if (++cc == cw) { // tile done: reduce across warps, scale, store
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            red[buf][warp][mt * 4 + c][lane] = acc[mt][c];
+                            acc[mt][c] = 0.0f;
+                        }
+                    __syncthreads();
+                    for (int v = threadIdx.x; v < MT * 4 * 32; v += kThreads) {
+                        const int e = v >> 5, ln = v & 31;
+                        float s = 0.0f;
+#pragma unroll
+                        for (int wi = 0; wi < kWarps; wi++)
+                            s += red[buf][wi][e][ln];
+                        const int mt = e >> 2, c = e & 3;
+                        const int row = ct * kRows + (ln >> 2) + (c >= 2 ? 8 : 0);
+                        const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
+                        if (row < n && tok < m)
+                            y[(size_t)tok * n + row] =
+                                oct_f32_to_bf16_dev(s_tok[tok] * (__ldg(sw + row) * s));
+                    }
+                    // The other buffer next: a warp can write it only after every
+                    // warp passed this tile's barrier, i.e. finished reading the
+                    // buffer two tiles back.
+                    buf ^= 1;
+                    cc = 0;
+                    ct += gridDim.x;
+                }
+            }
+        }
+    }
+}
+
+template <int MT>
+cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const uint8_t *w,
+                         const float *sw, uint16_t *y, cudaStream_t st)
+{
+    // Host-side caches (one device per process assumed, like gemv_fp8.cu's).
+    static int smem_set = 0, nsm = 0, occ_smem = -1, occ = 0;
+    const int smem = m * (k + kPad);
+    cudaError_t e;
+    if (smem > smem_set) {
+        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
+        smem_set = smem;
+    }
+    if (nsm == 0) {
+        int dev = 0;
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+            return e;
+    }
+    if (smem != occ_smem) {
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT>, kThreads, smem);
+        if (e != cudaSuccess)
+            return e;
+        if (occ < 1)
+            return cudaErrorInvalidConfiguration;
+        occ_smem = smem;
+    }
+    int slots = occ * nsm;
+    if (oct_cuda_gemv_max_ctas > 0 && slots > oct_cuda_gemv_max_ctas)
+        slots = oct_cuda_gemv_max_ctas;
+    // Even split: every block gets the same number of tiles (a 1.5-wave grid
+    // would leave half the blocks idle for the last wave anyway).
+    const int ntiles = (n + kRows - 1) / kRows;
+    const int per = (ntiles + slots - 1) / slots;
+    const int grid = (ntiles + per - 1) / per;
+
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT>, m, n, k, x, ub, w, sw, y,
+                              oct_cuda_gemv_evict_first);
+}
+
+} // namespace
+
+oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, const void *x, float ub,
+                                           const uint8_t *w, const float *sw, uint16_t *y,
+                                           cudaStream_t st)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || !x || !w || !sw || !y)
+        return OCT_ERR_INVALID_ARG;
+    // Shared memory holds m code rows; past ~100 KB two blocks no longer share
+    // an SM and the per-block quantization (m*k divisions) stops being cheap.
+    if (m > 16 || n > INT32_MAX / 2 || k > INT32_MAX / 4 || k % 1024 != 0 ||
+        m * (k + kPad) > 100 * 1024 || (((uintptr_t)x | (uintptr_t)w) & 15u))
+        return OCT_ERR_UNSUPPORTED;
+    const uint16_t *xs = static_cast<const uint16_t *>(x);
+    cudaError_t e = m <= 8 ? launch_fused<1>((int)m, (int)n, (int)k, xs, ub, w, sw, y, st)
+                           : launch_fused<2>((int)m, (int)n, (int)k, xs, ub, w, sw, y, st);
+    return e == cudaSuccess ? OCT_OK : OCT_ERR_INTERNAL;
+}
