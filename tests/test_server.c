@@ -5,10 +5,10 @@
  *
  * Server A: default kernels, an API key and small limits (API shape, errors,
  * limits, auth, equality with `octet generate --temperature 0`, openai
- * client, graceful SIGTERM).  Server B: a batch-invariant kernel
- * (--linear-backend avx2, or ref) and a KV pool too small for all sequences,
- * so 32 parallel streams are batched and preempted, and must still equal the
- * same requests run one at a time. */
+ * client, graceful SIGTERM).  Server B: the default kernels (every CPU path
+ * is batch-invariant, tests/test_gemm_batch.c) and a KV pool too small for all
+ * sequences, so 32 parallel streams are batched and preempted, and must still
+ * equal the same requests run one at a time. */
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -788,10 +788,8 @@ static void *par_main(void *arg)
 
 static void test_concurrency_matches_serial(void)
 {
-    bool avx2 = oct_cpu_level_max() >= OCT_CPU_AVX2;
-    const char *args[] = {"--linear-backend", avx2 ? "avx2" : "ref", "--max-num-seqs", "32",
-                          "--max-model-len",  "256",                 "--kv-cache-tokens", "768",
-                          "--max-num-batched-tokens", "128",        NULL};
+    const char *args[] = {"--max-num-seqs", "32", "--max-model-len", "256",
+                          "--kv-cache-tokens", "768", "--max-num-batched-tokens", "128", NULL};
     server s;
     REQUIRE(server_start(&s, "test_server_b", args));
     static par p[N_PAR];
