@@ -38,6 +38,7 @@ FP8 = torch.float8_e4m3fn
 QMAX = 448.0
 FLOOR = 1.0 / (448.0 * 512.0)
 dev = "cuda"
+DEFAULT_FUSED_MAX_M = 16  # linear.cu's OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT
 
 
 def load_lib(path):
@@ -114,6 +115,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--rep", type=int, default=40)
     ap.add_argument("--gemv-max-m", type=int, default=-1)
+    ap.add_argument("--variants", action="store_true",
+                    help="also time the streaming path with fused quantization and the L2 "
+                         "evict_first policy switched off / on separately (M <= 16)")
+    ap.add_argument("--no-tma", action="store_true", help="skip the bulk-copy variant's column")
     args = ap.parse_args()
     ms = [int(v) for v in args.ms.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -255,12 +260,32 @@ def main():
                     print(f"# {key} m={m} {k}x{n}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             r["oct"] = bench(lambda: oct_dyn(PATH_AUTO))
             r["oct_gemv"] = bench(lambda: oct_dyn(PATH_GEMV)) if m <= 64 else float("nan")
-            if m <= 64:
+            if m <= 64 and not args.no_tma:
                 lib.oct_cuda_ctx_set(ctx, b"gemv_tma", 1)
                 r["oct_gemv_tma"] = bench(lambda: oct_dyn(PATH_GEMV))
                 lib.oct_cuda_ctx_set(ctx, b"gemv_tma", 0)
             else:
                 r["oct_gemv_tma"] = float("nan")
+            if args.variants and m <= 16:
+                # quant kernel + streaming kernel vs fused quantization, L2 evict_normal vs
+                # evict_first for the weights (defaults restored after)
+                for key, fused, ef in (("v_old", 0, 0), ("v_ef", 0, 1), ("v_fused", 64, 0),
+                                       ("v_fused_ef", 64, 1)):
+                    lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_m", fused)
+                    lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", ef)
+                    r[key] = bench(lambda: oct_dyn(PATH_GEMV))
+                    if fused:
+                        y.fill_(float("nan"))
+                        oct_dyn(PATH_GEMV)
+                        e = rel(y, ref_r)
+                        k_used = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+                        if not (e < 1e-2):
+                            failures += 1
+                            print(f"CHECK FAIL {key} m={m} {k}x{n}: rel err {e} [{k_used}]", flush=True)
+                lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_m", DEFAULT_FUSED_MAX_M)
+                lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", 1)
+                print(f"      variants m={m} {k}x{n}: old {r['v_old']:.1f} ef {r['v_ef']:.1f} "
+                      f"fused {r['v_fused']:.1f} fused+ef {r['v_fused_ef']:.1f}", flush=True)
             r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
             r["oct_blk"] = bench(lambda: oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b))
             r["oct_w8a16"] = bench(lambda: lib.oct_cuda_gemv_w8a16(
@@ -291,6 +316,16 @@ def main():
         print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16']:.1f} | {r['pt_tensor']:.1f} | "
               f"{r['pt_row']:.1f} | {r['pt_dyn']:.1f} | {r['oct']:.1f} | {r['oct_blk']:.1f} | {w8} | "
               f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
+    if args.variants:
+        print("\n# streaming path variants (µs, do_bench, M <= 16): quant kernel + GEMV vs fused "
+              "quantization, L2 evict_normal vs evict_first")
+        print("| M | K→N | old | evict_first | fused | fused+evict_first | W8A16 | auto | old/auto |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "v_old" in r:
+                print(f"| {r['m']} | {r['k']}→{r['n']} | {r['v_old']:.1f} | {r['v_ef']:.1f} | "
+                      f"{r['v_fused']:.1f} | {r['v_fused_ef']:.1f} | {r['oct_w8a16']:.1f} | "
+                      f"{r['oct']:.1f} | {r['v_old'] / r['oct']:.2f} |")
     return 1 if failures else 0
 
 

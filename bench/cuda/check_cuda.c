@@ -30,6 +30,10 @@
         }                                                                                  \
     } while (0)
 
+/* The context defaults the checks restore after switching paths (linear.cu). */
+#define FUSED_MAX_M_DEFAULT 16
+#define EVICT_FIRST_DEFAULT 1
+
 static int g_fail, g_pass;
 static long g_nan_sign; /* NaN codes whose sign differs from the x86 CPU path (see below) */
 
@@ -277,9 +281,18 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_ROW, sa, w.q_row, OCT_SCALE_ROW, w.s_row, NULL, ref);
     for (int tma = 0; tma < 2 && k % 128 == 0; tma++) {
         oct_cuda_ctx_set(ctx, "gemv_tma", tma);
+        oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 0);
         RUN_CHECK(tma ? "dyn token gemv(tma)" : "dyn token gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
     }
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 64);
+    if (k % 1024 == 0 && m <= 16) {
+        RUN_CHECK("dyn token gemv(fused)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        oct_cuda_ctx_set(ctx, "gemv_max_ctas", 3); /* many tiles per block */
+        RUN_CHECK("dyn token gemv(fused,3 blocks)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
+    }
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
     RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
@@ -345,6 +358,59 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     free_w(&w);
 }
 
+/* The fused-quantization kernel must give exactly the bytes of quantizer +
+ * streaming kernel (same codes, scales, chunk order and reduction), also with an
+ * amax bound and with NaN / Inf rows (NaN outputs compare as NaN). */
+static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float ub, int ctas)
+{
+    wset w;
+    make_w(&w, n, k);
+    uint16_t *x = malloc((size_t)(m * k) * 2);
+    float *xf = malloc((size_t)(m * k) * 4);
+    make_x(x, xf, m, k);
+    if (m >= 4) {
+        x[1 * k + 7] = 0x7FC0; /* NaN row */
+        x[2 * k + 9] = 0xFF80; /* -Inf row */
+    }
+    uint16_t *y0 = malloc((size_t)(m * n) * 2), *y1 = malloc((size_t)(m * n) * 2);
+    void *dx = dput(x, (size_t)(m * k) * 2);
+    uint8_t *dw = dput(w.q_row, (size_t)(n * k));
+    float *ds = dput(w.s_row, (size_t)n * 4);
+    uint16_t *dy = dalloc((size_t)(m * n) * 2);
+    oct_status st[2];
+    char kern[64] = "";
+    for (int f = 0; f < 2; f++) {
+        oct_cuda_ctx_set(ctx, "gemv_fused_max_m", f ? 64 : 0);
+        oct_cuda_ctx_set(ctx, "gemv_max_ctas", f ? ctas : 0);
+        CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));
+        st[f] = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dw, OCT_SCALE_ROW, ds, ub, dy, OCT_CUDA_PATH_GEMV, NULL);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(f ? y1 : y0, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));
+        if (f)
+            snprintf(kern, sizeof kern, "%s", oct_cuda_ctx_last_kernel(ctx));
+    }
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
+    oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
+    int64_t bad = st[0] != OCT_OK || st[1] != OCT_OK || !strstr(kern, "fused") ? -1 : 0;
+    for (int64_t i = 0; i < m * n && bad >= 0; i++) {
+        const int n0 = (y0[i] & 0x7FFF) > 0x7F80, n1 = (y1[i] & 0x7FFF) > 0x7F80;
+        bad += n0 != n1 || (!n0 && y0[i] != y1[i]);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "fused == quant+gemv m=%lld n=%lld k=%lld ub=%g blocks<=%d [%s]",
+             (long long)m, (long long)n, (long long)k, (double)ub, ctas, kern);
+    report(what, bad == 0, "differing outputs %.0f", (double)bad);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(ds);
+    cudaFree(dy);
+    free(x);
+    free(xf);
+    free(y0);
+    free(y1);
+    free_w(&w);
+}
+
 /* ---- timing ---- */
 
 static int cmp_f(const void *a, const void *b)
@@ -353,8 +419,8 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_TMA, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
-static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_tma", "dyn_lt", "block_auto", "w8a16", "quant_only"};
+enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_OLD, T_DYN_GEMV_TMA, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_old", "gemv_tma", "dyn_lt", "block_auto", "w8a16", "quant_only"};
 
 static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm, FILE *csv)
 {
@@ -393,7 +459,7 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
         const int64_t m = ms[mi];
         printf("%6lld %5lldx%-6lld", (long long)m, (long long)k, (long long)n);
         for (int t = 0; t < T_COUNT; t++) {
-            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_TMA || t == T_W8A16) && m > 64) {
+            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_OLD || t == T_DYN_GEMV_TMA || t == T_W8A16) && m > 64) {
                 printf(" %10s", "-");
                 continue;
             }
@@ -406,6 +472,13 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
                 switch (t) {
                 case T_DYN_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
                 case T_DYN_GEMV: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL); break;
+                case T_DYN_GEMV_OLD:
+                    oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 0);
+                    oct_cuda_ctx_set(ctx, "gemv_evict_first", 0);
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                    oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
+                    oct_cuda_ctx_set(ctx, "gemv_evict_first", EVICT_FIRST_DEFAULT);
+                    break;
                 case T_DYN_GEMV_TMA:
                     oct_cuda_ctx_set(ctx, "gemv_tma", 1);
                     st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
@@ -480,6 +553,14 @@ int main(int argc, char **argv)
         check_gemm(ctx, gm[i], 264, 1024);
     }
     check_gemm(ctx, 5, 384, 4096);
+    check_gemm(ctx, 3, 136, 14336); /* fused kernel, 14 chunks per warp per tile */
+    check_fused_exact(ctx, 1, 4104, 4096, 0.0f, 0);
+    check_fused_exact(ctx, 6, 520, 2048, 3.0f, 5);
+    check_fused_exact(ctx, 16, 264, 1024, 0.0f, 0);
+    if (!quick) {
+        check_fused_exact(ctx, 2, 8200, 4096, 0.0f, 0); /* > 1 tile per block at full occupancy */
+        check_fused_exact(ctx, 11, 1000, 3072, 0.0f, 7);
+    }
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);

@@ -259,7 +259,8 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
     l->act_group = s.act == OCT_AKIND_DYNAMIC_GROUP ? s.act_group : 0;
     l->act_scale_ub = s.act_ub;
     char sname[1024];
-    snprintf(sname, sizeof sname, "%s.%s", module, s.scale_name);
+    if (snprintf(sname, sizeof sname, "%s.%s", module, s.scale_name) >= (int)sizeof sname)
+        return oct_error_set(err, OCT_ERR_LIMIT, -1, "%s: tensor name too long", module);
     const oct_tensor *sc = oct_tensor_set_find(b->ts, sname);
     if (!sc)
         return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,

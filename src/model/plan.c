@@ -198,9 +198,14 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         bool s_fp8 = sh[s].src && sh[s].src->scale_kind != OCT_WSCALE_NONE;
         if (sch[s] != sch[0] || s_fp8 != ckpt_fp8) {
             char list[160] = "";
-            for (int t = 0; t < n_sh; t++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", t ? ", " : "",
-                         last_component(sh[t].name));
+            size_t used = 0;
+            for (int t = 0; t < n_sh && used < sizeof list; t++) {
+                int w = snprintf(list + used, sizeof list - used, "%s'%s'", t ? ", " : "",
+                                 last_component(sh[t].name));
+                if (w < 0)
+                    break;
+                used += (size_t)w;
+            }
             return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                                  "Found a different quantization schemes for [%s] in %s. "
                                  "octet (like vLLM) requires all to use the same scheme.",

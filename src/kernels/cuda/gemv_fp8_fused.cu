@@ -30,7 +30,8 @@
 // tiles per block on small problems.
 int oct_cuda_gemv_max_ctas = 0;
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                     const uint8_t *__restrict__ w, const float *__restrict__ sw,
                     uint16_t *__restrict__ y, int ef)
 {
-    constexpr int U = MT == 1 ? 4 : 2; // weight chunks in flight per warp (registers)
+    constexpr int U = MT == 1 ? 4 : 2;            // weight chunks in flight per warp (registers)
     extern __shared__ __align__(16) uint8_t xq[]; // [m][k + kPad] activation codes
     __shared__ float red[2][kWarps][MT * 4][32];
     __shared__ unsigned amax_u[MT * 8];
@@ -223,7 +224,8 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
     const int smem = m * (k + kPad);
     cudaError_t e;
     if (smem > smem_set) {
-        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem);
         if (e != cudaSuccess)
             return e;
         smem_set = smem;
@@ -235,7 +237,8 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
             return e;
     }
     if (smem != occ_smem) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT>, kThreads, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT>, kThreads,
+                                                          smem);
         if (e != cudaSuccess)
             return e;
         if (occ < 1)

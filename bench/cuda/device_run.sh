@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# device_run.sh — one call on the GPU machine: build, check, sanitize, time; logs
+# under $OUT (default build/cuda_bench/out), a compact summary printed last.
+#   bench/cuda/device_run.sh ab     small-M A/B: streaming-path variants, M <= 16
+#   bench/cuda/device_run.sh full   the docs/BENCHMARKS.md table (all M, all shapes)
+set -uo pipefail
+MODE=${1:-full}
+OUT=${OUT:-build/cuda_bench/out}
+mkdir -p "$OUT"
+B=build/cuda_bench
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+
+stamp build
+bench/cuda/build.sh >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$OUT/gpu.txt" 2>&1
+if command -v cuobjdump >/dev/null; then
+    cuobjdump -sass "$B/obj/gemv_fp8_fused.o" >"$OUT/sass_fused.txt" 2>&1
+    grep -oE "(LDG|LDS|STS|QMMA|HMMA|BAR|ATOMS)[.A-Z0-9_]*" "$OUT/sass_fused.txt" | sort | uniq -c >"$OUT/sass_summary.txt"
+fi
+
+stamp "check_cuda --check-only"
+timeout 120 "$B/check_cuda" --check-only >"$OUT/check.log" 2>&1
+echo "check_cuda rc=$?" >>"$OUT/check.log"
+
+export PYTHONUNBUFFERED=1
+if [ "$MODE" = ab ]; then
+    stamp "python bench (variants)"
+    timeout 150 python3 bench/cuda/bench_gemm_cuda.py --ms 1,2,4,8,16 --variants --no-tma \
+        --rep 25 --warmup 5 --out "$OUT" >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?" >>"$OUT/bench.log"
+    stamp "check_cuda timing (quick: M <= 8, no L2 flush)"
+    timeout 40 "$B/check_cuda" --quick --csv "$OUT/check_timing.csv" >"$OUT/check_timing.log" 2>&1
+else
+    stamp "python bench (full table)"
+    timeout 200 python3 bench/cuda/bench_gemm_cuda.py --rep 40 --warmup 10 --out "$OUT" \
+        >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?" >>"$OUT/bench.log"
+fi
+
+stamp "compute-sanitizer memcheck (quick checks)"
+if command -v compute-sanitizer >/dev/null; then
+    timeout 60 compute-sanitizer --tool memcheck "$B/check_cuda" --check-only --quick >"$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$?" >>"$OUT/memcheck.log"
+else
+    echo "no compute-sanitizer" >"$OUT/memcheck.log"
+fi
+stamp done
+
+echo "===== summary ($MODE) ====="
+cat "$OUT/gpu.txt"
+[ -f "$OUT/sass_summary.txt" ] && tr '\n' ' ' <"$OUT/sass_summary.txt" && echo
+grep -E "FAIL|checks:|rc=" "$OUT/check.log"
+grep -E "ERROR SUMMARY|rc=|no compute" "$OUT/memcheck.log"
+[ -f "$OUT/check_timing.log" ] && sed -n '/median us/,$p' "$OUT/check_timing.log"
+grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
+sed -n '/^| M /,$p' "$OUT/bench.log"
