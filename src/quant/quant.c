@@ -157,34 +157,25 @@ static oct_status blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, 
                 continue;
             float *inv = amax + nb_c;
             int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
-            /* stripes of STRIPE columns keep a band's stripe (bn x STRIPE f32,
-             * 512 KB) in L2 between the amax pass and the encode pass */
-            const int64_t STRIPE = 1024 / bk * bk > 0 ? 1024 / bk * bk : bk;
-            for (int64_t s0 = 0; s0 < cols; s0 += STRIPE) {
-                int64_t sw = OCT_MIN(STRIPE, cols - s0), cb0 = s0 / bk;
-                int64_t ncb = oct_ceil_div(sw, bk);
-                oct_quant_seg_amax_avx512(w + r0 * cols + s0, r1 - r0, cols, sw, bk, amax + cb0);
-                bool nan = false;
-                for (int64_t c = cb0; c < cb0 + ncb; c++) {
-                    float a = amax[c];
-                    nan |= a != a;
-                    float s = (a < 1e-4f ? 1e-4f : a) / qmax;
-                    scales[br * nb_c + c] = a != a ? a : s;
-                    inv[c] = 1.0f / scales[br * nb_c + c];
-                }
-                for (int64_t r = r0; r < r1; r++) {
-                    const float *xr = w + r * cols + s0;
-                    uint8_t *qr = q + r * cols + s0;
-                    if (nan) {
-                        for (int64_t c = 0; c < ncb; c++) {
-                            int64_t len = OCT_MIN(bk, sw - c * bk);
-                            I->from_f32_scaled(f, xr + c * bk, qr + c * bk, (size_t)len,
-                                               inv[cb0 + c], false, qmax);
-                        }
-                    } else {
-                        oct_quant_seg_scale_avx512(xr, sw, bk, inv + cb0, tmp);
-                        I->from_f32_scaled(f, tmp, qr, (size_t)sw, 1.0f, false, qmax);
+            oct_quant_seg_amax_avx512(w + r0 * cols, r1 - r0, cols, cols, bk, amax);
+            bool nan = false;
+            for (int64_t c = 0; c < nb_c; c++) {
+                float a = amax[c];
+                nan |= a != a;
+                float s = (a < 1e-4f ? 1e-4f : a) / qmax;
+                scales[br * nb_c + c] = a != a ? a : s;
+                inv[c] = 1.0f / scales[br * nb_c + c];
+            }
+            for (int64_t r = r0; r < r1; r++) {
+                if (nan) {
+                    for (int64_t c = 0; c < nb_c; c++) {
+                        int64_t c0 = c * bk, len = OCT_MIN(bk, cols - c0);
+                        I->from_f32_scaled(f, w + r * cols + c0, q + r * cols + c0, (size_t)len,
+                                           inv[c], false, qmax);
                     }
+                } else {
+                    oct_quant_seg_scale_avx512(w + r * cols, cols, bk, inv, tmp);
+                    I->from_f32_scaled(f, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
                 }
             }
         }

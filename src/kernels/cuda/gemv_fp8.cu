@@ -37,7 +37,7 @@
 // bulk-copy one at every M, so it is the default (OCTET_CUDA_GEMV=tma or the
 // context knob "gemv_tma" selects the other).
 int oct_cuda_gemv_use_tma = 0;
-// L2 evict_first for the weight stream (cuda_impl.h, oct_l2_policy); 0: evict_normal.
+// L2 evict_first for the weight stream (cuda_impl.h, oct_l2_policy); 0: no L2 hint.
 int oct_cuda_gemv_evict_first = 1;
 
 namespace {
@@ -71,10 +71,10 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     for (int u = 0; u < U; u++) {
         const int i = warp + kWarps * u;
         if (i < nk) {
-            wr[u][0] = oct_ld_stream(w0 + (size_t)i * 128, pol);
-            wr[u][1] = oct_ld_stream(w0 + (size_t)i * 128 + 64, pol);
-            wr[u][2] = oct_ld_stream(w1 + (size_t)i * 128, pol);
-            wr[u][3] = oct_ld_stream(w1 + (size_t)i * 128 + 64, pol);
+            wr[u][0] = oct_ld_stream(w0 + (size_t)i * 128, pol, ef);
+            wr[u][1] = oct_ld_stream(w0 + (size_t)i * 128 + 64, pol, ef);
+            wr[u][2] = oct_ld_stream(w1 + (size_t)i * 128, pol, ef);
+            wr[u][3] = oct_ld_stream(w1 + (size_t)i * 128 + 64, pol, ef);
         }
     }
     // Everything above only touches weights; a / sa come from the previous kernel.
@@ -123,10 +123,10 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
                 // Refill this slot with the chunk U batches ahead.
                 const int j = i + kWarps * U;
                 if (j < nk) {
-                    wr[u][0] = oct_ld_stream(w0 + (size_t)j * 128, pol);
-                    wr[u][1] = oct_ld_stream(w0 + (size_t)j * 128 + 64, pol);
-                    wr[u][2] = oct_ld_stream(w1 + (size_t)j * 128, pol);
-                    wr[u][3] = oct_ld_stream(w1 + (size_t)j * 128 + 64, pol);
+                    wr[u][0] = oct_ld_stream(w0 + (size_t)j * 128, pol, ef);
+                    wr[u][1] = oct_ld_stream(w0 + (size_t)j * 128 + 64, pol, ef);
+                    wr[u][2] = oct_ld_stream(w1 + (size_t)j * 128, pol, ef);
+                    wr[u][3] = oct_ld_stream(w1 + (size_t)j * 128 + 64, pol, ef);
                 }
             }
         }

@@ -39,15 +39,16 @@ constexpr int kRows = 16;
 constexpr int kPad = 16; // bytes per code row in shared memory: 8 token rows hit 8 bank groups
 
 __device__ __forceinline__ void load_chunk(uint4 (&d)[4], const uint8_t *__restrict__ w, int n,
-                                           int k, int tile, int chunk, int g, int t, uint64_t pol)
+                                           int k, int tile, int chunk, int g, int t, uint64_t pol,
+                                           int ef)
 {
     const int r0 = min(tile * kRows + g, n - 1), r1 = min(tile * kRows + g + 8, n - 1);
     const uint8_t *p0 = w + (size_t)r0 * k + chunk * 128 + 16 * t;
     const uint8_t *p1 = w + (size_t)r1 * k + chunk * 128 + 16 * t;
-    d[0] = oct_ld_stream(p0, pol);
-    d[1] = oct_ld_stream(p0 + 64, pol);
-    d[2] = oct_ld_stream(p1, pol);
-    d[3] = oct_ld_stream(p1 + 64, pol);
+    d[0] = oct_ld_stream(p0, pol, ef);
+    d[1] = oct_ld_stream(p0 + 64, pol, ef);
+    d[2] = oct_ld_stream(p1, pol, ef);
+    d[3] = oct_ld_stream(p1 + 64, pol, ef);
 }
 
 template <int MT>
@@ -69,46 +70,63 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int ldq = k + kPad;
     const uint64_t pol = oct_l2_policy(ef != 0);
 
-    // Producer cursor (tile lt, the warp's chunk number lc): weights only, so the
-    // first batch goes out before waiting for the kernel that wrote x.
+    // Producer cursor (tile lt, the warp's chunk number lc).  One chunk per warp
+    // goes out before waiting for the kernel that wrote x; the rest only after
+    // the first reads of x, which would otherwise queue behind a whole tile of
+    // weight requests (measured: the quantization then ran after the stream).
     int lt = blockIdx.x, lc = 0;
     uint4 wr[U][4];
+    load_chunk(wr[0], w, n, k, lt, warp, g, t, pol, ef);
+    if (++lc == cw) {
+        lc = 0;
+        lt += gridDim.x;
+    }
+    if (threadIdx.x < MT * 8)
+        amax_u[threadIdx.x] = 0u;
+    oct_pdl_wait();
+
+    // ---- per-token amax: x rows are contiguous, so walk the m*k/8 vectors flat.
+    // k % 1024 == 0 makes a row a multiple of 32 vectors, so the 32 lanes of a
+    // warp always sit in one token: a warp reduces, then one lane flushes into
+    // the token's shared max when the token changes.  |x| bit patterns order like
+    // the values, and a NaN's above +Inf: the unsigned atomicMax is the
+    // NaN-propagating max of oct_amax_nan.
+    const int kv = k >> 3, tot = m * kv;
+    const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+    uint4 b[4];
 #pragma unroll
-    for (int u = 0; u < U; u++) {
+    for (int j = 0; j < 4; j++)
+        b[j] = threadIdx.x + j * kThreads < tot ? __ldg(xv + threadIdx.x + j * kThreads)
+                                                : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int u = 1; u < U; u++) {
         if (lt < ntiles) {
-            load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol);
+            load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
             if (++lc == cw) {
                 lc = 0;
                 lt += gridDim.x;
             }
         }
     }
-    if (threadIdx.x < MT * 8)
-        amax_u[threadIdx.x] = 0u;
-    oct_pdl_wait();
-
-    // ---- per-token amax: x rows are contiguous, so walk m*k/8 vectors flat and
-    // flush a thread's running max when its token changes.  |x| bit patterns
-    // order like the values, and a NaN's (0x7F8..+) above +Inf: an unsigned
-    // atomicMax is the NaN-propagating max oct_amax_nan computes.
-    const int kv = k >> 3, tot = m * kv;
-    const uint4 *xv = reinterpret_cast<const uint4 *>(x);
     __syncthreads(); // amax_u zeroed
     {
         int cur = 0, bound = kv;
         float a = 0.0f;
         for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
-            uint4 b[4];
+            if (v0 != (int)threadIdx.x) {
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (v0 + j * kThreads < tot)
-                    b[j] = __ldg(xv + v0 + j * kThreads);
+                for (int j = 0; j < 4; j++)
+                    if (v0 + j * kThreads < tot)
+                        b[j] = __ldg(xv + v0 + j * kThreads);
+            }
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int v = v0 + j * kThreads;
-                if (v < tot) {
+                if (v < tot) { // warp-uniform, as is the token change below
                     while (v >= bound) {
-                        atomicMax(&amax_u[cur], __float_as_uint(a));
+                        a = oct_warp_amax(a);
+                        if (lane == 0)
+                            atomicMax(&amax_u[cur], __float_as_uint(a));
                         a = 0.0f;
                         cur++;
                         bound += kv;
@@ -117,7 +135,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                 }
             }
         }
-        if (cur < m)
+        a = oct_warp_amax(a);
+        if (lane == 0 && cur < m)
             atomicMax(&amax_u[cur], __float_as_uint(a));
     }
     __syncthreads();
@@ -175,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                     oct_mma_chunk(acc[mt], wr[u], x0, x1);
                 }
                 if (lt < ntiles) { // refill the slot, possibly from the next tile
-                    load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol);
+                    load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
                     if (++lc == cw) {
                         lc = 0;
                         lt += gridDim.x;

@@ -12,8 +12,12 @@
 // Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
 // tokens everywhere, up to 32 on the narrower layers; cuBLASLt beyond.
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 32
-// The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M.
-#define OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT 16
+// The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
+// m * k: every block quantizes all of x itself (m*k divisions per block), which
+// measured slower than the separate quantizer beyond ~8K elements (H200: M = 1
+// wins on every shape, M = 2 only at K = 4096, M >= 4 loses; docs/BENCHMARKS.md).
+#define OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT 2
+#define OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT 8192
 #define OCT_CUDA_LT_WS_BYTES ((size_t)32 << 20)
 
 oct_status oct_cuda_grow(void **buf, size_t *have, size_t need)
@@ -47,6 +51,7 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     c->gemv_max_m = OCT_CUDA_GEMV_MAX_M_DEFAULT;
     c->lt_block_mn_major = 1; // measured: cuBLASLt 13.1 reads VEC128 scales as [k/128][m]
     c->gemv_fused_max_m = OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT;
+    c->gemv_fused_max_mk = OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT;
     const char *env = getenv("OCTET_CUDA_GEMV_MAX_M");
     if (env && *env)
         c->gemv_max_m = atoll(env);
@@ -105,6 +110,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         c->gemv_max_m = value;
     else if (!strcmp(key, "gemv_fused_max_m"))
         c->gemv_fused_max_m = value;
+    else if (!strcmp(key, "gemv_fused_max_mk"))
+        c->gemv_fused_max_mk = value;
     else if (!strcmp(key, "gemv_tma"))
         oct_cuda_gemv_use_tma = value != 0;
     else if (!strcmp(key, "gemv_evict_first"))
@@ -153,7 +160,8 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     uint16_t *yo = static_cast<uint16_t *>(y);
     const bool gemv = use_gemv(c, m, n, k, path);
     if (kind == OCT_SCALE_ROW) {
-        if (gemv && m <= c->gemv_fused_max_m && !oct_cuda_gemv_use_tma) {
+        if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
+            !oct_cuda_gemv_use_tma) {
             s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, st);
             if (s != OCT_ERR_UNSUPPORTED) {
                 snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
