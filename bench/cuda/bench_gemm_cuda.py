@@ -38,7 +38,7 @@ FP8 = torch.float8_e4m3fn
 QMAX = 448.0
 FLOOR = 1.0 / (448.0 * 512.0)
 dev = "cuda"
-DEFAULT_FUSED_MAX_M = 16  # linear.cu's OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT
+DEFAULT_FUSED_MAX_M, DEFAULT_FUSED_MAX_MK = 2, 8192  # linear.cu's OCT_CUDA_GEMV_FUSED_MAX_M(K)_DEFAULT
 
 
 def load_lib(path):
@@ -272,6 +272,8 @@ def main():
                 for key, fused, ef in (("v_old", 0, 0), ("v_ef", 0, 1), ("v_fused", 64, 0),
                                        ("v_fused_ef", 64, 1)):
                     lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_m", fused)
+                    lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_mk", 1 << 40)
+                    lib.oct_cuda_ctx_set(ctx, b"gemv_fused_any_grid", 1)
                     lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", ef)
                     r[key] = bench(lambda: oct_dyn(PATH_GEMV))
                     if fused:
@@ -283,6 +285,8 @@ def main():
                             failures += 1
                             print(f"CHECK FAIL {key} m={m} {k}x{n}: rel err {e} [{k_used}]", flush=True)
                 lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_m", DEFAULT_FUSED_MAX_M)
+                lib.oct_cuda_ctx_set(ctx, b"gemv_fused_max_mk", DEFAULT_FUSED_MAX_MK)
+                lib.oct_cuda_ctx_set(ctx, b"gemv_fused_any_grid", 0)
                 lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", 1)
                 print(f"      variants m={m} {k}x{n}: old {r['v_old']:.1f} ef {r['v_ef']:.1f} "
                       f"fused {r['v_fused']:.1f} fused+ef {r['v_fused_ef']:.1f}", flush=True)
@@ -318,7 +322,7 @@ def main():
               f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
     if args.variants:
         print("\n# streaming path variants (µs, do_bench, M <= 16): quant kernel + GEMV vs fused "
-              "quantization, L2 evict_normal vs evict_first")
+              "quantization, no L2 hint vs evict_first")
         print("| M | K→N | old | evict_first | fused | fused+evict_first | W8A16 | auto | old/auto |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:

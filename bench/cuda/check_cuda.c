@@ -31,7 +31,8 @@
     } while (0)
 
 /* The context defaults the checks restore after switching paths (linear.cu). */
-#define FUSED_MAX_M_DEFAULT 16
+#define FUSED_MAX_M_DEFAULT 2
+#define FUSED_MAX_MK_DEFAULT 8192
 #define EVICT_FIRST_DEFAULT 1
 
 static int g_fail, g_pass;
@@ -286,6 +287,8 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     }
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 64);
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", (int64_t)1 << 40);
+    oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 1);
     if (k % 1024 == 0 && m <= 16) {
         RUN_CHECK("dyn token gemv(fused)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", 3); /* many tiles per block */
@@ -293,6 +296,8 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
     }
     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", FUSED_MAX_MK_DEFAULT);
+    oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 0);
     RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
@@ -381,6 +386,8 @@ static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
     char kern[64] = "";
     for (int f = 0; f < 2; f++) {
         oct_cuda_ctx_set(ctx, "gemv_fused_max_m", f ? 64 : 0);
+        oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", (int64_t)1 << 40);
+        oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 1);
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", f ? ctas : 0);
         CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));
         st[f] = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dw, OCT_SCALE_ROW, ds, ub, dy, OCT_CUDA_PATH_GEMV, NULL);
@@ -390,6 +397,8 @@ static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
             snprintf(kern, sizeof kern, "%s", oct_cuda_ctx_last_kernel(ctx));
     }
     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
+    oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", FUSED_MAX_MK_DEFAULT);
+    oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 0);
     oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
     int64_t bad = st[0] != OCT_OK || st[1] != OCT_OK || !strstr(kern, "fused") ? -1 : 0;
     for (int64_t i = 0; i < m * n && bad >= 0; i++) {

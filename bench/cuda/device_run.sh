@@ -33,9 +33,11 @@ if [ "$MODE" = ab ]; then
     timeout 40 "$B/check_cuda" --quick --csv "$OUT/check_timing.csv" >"$OUT/check_timing.log" 2>&1
 else
     stamp "python bench (full table)"
-    timeout 200 python3 bench/cuda/bench_gemm_cuda.py --rep 40 --warmup 10 --out "$OUT" \
+    timeout 200 python3 bench/cuda/bench_gemm_cuda.py --rep 40 --warmup 10 --variants --out "$OUT" \
         >"$OUT/bench.log" 2>&1
     echo "bench rc=$?" >>"$OUT/bench.log"
+    stamp "check_cuda timing (quick: M <= 8, no L2 flush)"
+    timeout 40 "$B/check_cuda" --quick --csv "$OUT/check_timing.csv" >"$OUT/check_timing.log" 2>&1
 fi
 
 stamp "compute-sanitizer memcheck (quick checks)"

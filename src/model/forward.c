@@ -376,12 +376,16 @@ static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws,
                              : 0;
             float kbuf[512], vbuf[512];
             float mx = -INFINITY;
+            bool direct = kv->dtype == OCT_KV_F32; /* read f32 keys/values in place */
             for (int64_t j = j0; j <= p; j++) {
                 size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                kv_load(kv, kb, idx, kbuf, d, tab, ks);
+                const float *k = direct ? (const float *)kb + idx : kbuf;
+                if (!direct)
+                    kv_load(kv, kb, idx, kbuf, d, tab, ks);
                 float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
                 for (int64_t i = 0; i < d; i++)
-                    dot += q[i] * kbuf[i];
+                    dot += q[i] * k[i];
                 sc[j] = dot * scale;
                 mx = sc[j] > mx ? sc[j] : mx;
             }
@@ -395,10 +399,13 @@ static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws,
             float inv = 1.0f / sum;
             for (int64_t j = j0; j <= p; j++) {
                 size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                kv_load(kv, vb, idx, vbuf, d, tab, vs);
+                const float *v = direct ? (const float *)vb + idx : vbuf;
+                if (!direct)
+                    kv_load(kv, vb, idx, vbuf, d, tab, vs);
                 float w = sc[j] * inv;
+#pragma omp simd
                 for (int64_t i = 0; i < d; i++)
-                    o[i] += w * vbuf[i];
+                    o[i] += w * v[i];
             }
         }
     }

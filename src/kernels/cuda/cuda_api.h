@@ -58,8 +58,13 @@ void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
  * more grows it with cudaMalloc, which a CUDA graph capture forbids). */
 oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k);
 /* Tuning knobs: "gemv_max_m" (auto path uses the streaming kernel up to this M;
- * also the OCTET_CUDA_GEMV_MAX_M environment variable), "lt_block_mn_major" (1:
- * cuBLASLt wants VEC128 activation scales as [k/128][m]). */
+ * also the OCTET_CUDA_GEMV_MAX_M environment variable), "gemv_fused_max_m" /
+ * "gemv_fused_max_mk" (per-token streaming path: quantization fused into one
+ * persistent kernel up to this M and m*k; OCTET_CUDA_GEMV_FUSED_MAX_M),
+ * "gemv_fused_any_grid" (1: fused even when blocks get one tile), "gemv_evict_first"
+ * (L2 evict_first policy for streamed weights), "gemv_tma", "gemv_max_ctas"
+ * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
+ * [k/128][m]). */
 oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value);
 /* Name of the kernel(s) the last call used, for logs ("quant_rows+gemv_w8a8_row"). */
 const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx);

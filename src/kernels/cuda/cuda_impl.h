@@ -207,11 +207,12 @@ extern int oct_cuda_gemv_evict_first;
 /* Small-M W8A8 with the per-token quantization of x (bf16) fused in, one
  * persistent kernel (gemv_fp8_fused.cu): y = bf16(sa * (sw * sum q(x) w)) with sa,
  * q(x) exactly those of oct_cuda_quant_rows_bf16(x, ub).  m <= 16, k % 1024 == 0,
- * m * (k + 16) <= 100 KB, 16-byte aligned x and w, else OCT_ERR_UNSUPPORTED.
- * Launched with programmatic serialization (waits before reading x). */
+ * m * (k + 16) <= 100 KB, 16-byte aligned x and w, and (unless any_grid) at least
+ * two 16-row tiles per resident block, else OCT_ERR_UNSUPPORTED.  Launched with
+ * programmatic serialization (waits before reading x). */
 oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, const void *x, float ub,
                                            const uint8_t *w, const float *sw, uint16_t *y,
-                                           cudaStream_t st);
+                                           bool any_grid, cudaStream_t st);
 /* Testing knob: cap on the fused kernel's resident blocks (0: none). */
 extern int oct_cuda_gemv_max_ctas;
 
@@ -235,6 +236,7 @@ struct oct_cuda_ctx {
     int64_t gemv_max_m;     /* auto path: GEMV up to this M */
     int64_t gemv_fused_max_m;  /* GEMV path, per-token scales: fused quantization up to this M */
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
+    int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */
     char last_kernel[64];
 };
 

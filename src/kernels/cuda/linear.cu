@@ -14,8 +14,9 @@
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 32
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
 // m * k: every block quantizes all of x itself (m*k divisions per block), which
-// measured slower than the separate quantizer beyond ~8K elements (H200: M = 1
-// wins on every shape, M = 2 only at K = 4096, M >= 4 loses; docs/BENCHMARKS.md).
+// measured slower than the separate quantizer beyond ~8K elements, and only when
+// blocks stream two or more tiles (gemv_fp8_fused.cu; H200, docs/BENCHMARKS.md:
+// 4096->6144 M = 1-2 15.3-16.9 vs 18.0-18.4 us, 4096->28672 even, M >= 4 slower).
 #define OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT 2
 #define OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT 8192
 #define OCT_CUDA_LT_WS_BYTES ((size_t)32 << 20)
@@ -112,6 +113,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         c->gemv_fused_max_m = value;
     else if (!strcmp(key, "gemv_fused_max_mk"))
         c->gemv_fused_max_mk = value;
+    else if (!strcmp(key, "gemv_fused_any_grid"))
+        c->gemv_fused_any_grid = value != 0;
     else if (!strcmp(key, "gemv_tma"))
         oct_cuda_gemv_use_tma = value != 0;
     else if (!strcmp(key, "gemv_evict_first"))
@@ -162,7 +165,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     if (kind == OCT_SCALE_ROW) {
         if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
             !oct_cuda_gemv_use_tma) {
-            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, st);
+            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, c->gemv_fused_any_grid != 0, st);
             if (s != OCT_ERR_UNSUPPORTED) {
                 snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
                 return s;
