@@ -58,7 +58,8 @@ void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
  * more grows it with cudaMalloc, which a CUDA graph capture forbids). */
 oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k);
 /* Tuning knobs: "gemv_max_m" (auto path uses the streaming kernel up to this M;
- * also the OCTET_CUDA_GEMV_MAX_M environment variable), "gemv_fused_max_m" /
+ * also the OCTET_CUDA_GEMV_MAX_M environment variable; "gemv_max_m_block" for
+ * 1x128 / 128x128 block scales), "gemv_fused_max_m" /
  * "gemv_fused_max_mk" (per-token streaming path: quantization fused into one
  * persistent kernel up to this M and m*k; OCTET_CUDA_GEMV_FUSED_MAX_M),
  * "gemv_fused_any_grid" (1: fused even when blocks get one tile), "gemv_evict_first"

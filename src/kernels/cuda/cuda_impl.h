@@ -233,7 +233,8 @@ struct oct_cuda_ctx {
     size_t d32_bytes;
     oct_lt_plan *plans;     /* cached cuBLASLt plans (linked list) */
     int lt_block_mn_major;  /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
-    int64_t gemv_max_m;     /* auto path: GEMV up to this M */
+    int64_t gemv_max_m;     /* auto path: GEMV up to this M (per-token scales) */
+    int64_t gemv_max_m_block; /* ... block scales */
     int64_t gemv_fused_max_m;  /* GEMV path, per-token scales: fused quantization up to this M */
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
     int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */

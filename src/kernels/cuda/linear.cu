@@ -9,9 +9,13 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-// Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
-// tokens everywhere, up to 32 on the narrower layers; cuBLASLt beyond.
-#define OCT_CUDA_GEMV_MAX_M_DEFAULT 32
+// Measured on the H200 (docs/BENCHMARKS.md): per-token scales, the streaming
+// kernel wins up to 16 tokens everywhere and cuBLASLt from 32 (second run: 21.1 vs
+// 23.8 us on 4096->6144, 38.2 vs 45.1 on 14336->4096 at M = 32); block scales, the
+// streaming kernel up to 32 on the narrower layers (cuBLASLt's block kernel loses
+// there).
+#define OCT_CUDA_GEMV_MAX_M_DEFAULT 16
+#define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 32
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
 // m * k: every block quantizes all of x itself (m*k divisions per block), which
 // measured slower than the separate quantizer beyond ~8K elements, and only when
@@ -51,6 +55,7 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
         return OCT_ERR_NOMEM;
     c->gemv_max_m = OCT_CUDA_GEMV_MAX_M_DEFAULT;
     c->lt_block_mn_major = 1; // measured: cuBLASLt 13.1 reads VEC128 scales as [k/128][m]
+    c->gemv_max_m_block = OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT;
     c->gemv_fused_max_m = OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT;
     c->gemv_fused_max_mk = OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT;
     const char *env = getenv("OCTET_CUDA_GEMV_MAX_M");
@@ -109,6 +114,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         return OCT_ERR_INVALID_ARG;
     if (!strcmp(key, "gemv_max_m"))
         c->gemv_max_m = value;
+    else if (!strcmp(key, "gemv_max_m_block"))
+        c->gemv_max_m_block = value;
     else if (!strcmp(key, "gemv_fused_max_m"))
         c->gemv_fused_max_m = value;
     else if (!strcmp(key, "gemv_fused_max_mk"))
@@ -133,15 +140,17 @@ extern "C" const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *c)
     return c ? c->last_kernel : "";
 }
 
-static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int path)
+static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int path,
+                     oct_scale_kind kind)
 {
     if (path == OCT_CUDA_PATH_GEMV)
         return true;
     if (path == OCT_CUDA_PATH_LT)
         return false;
-    if (k % 128 != 0 || m > c->gemv_max_m)
+    const int64_t max_m = kind == OCT_SCALE_BLOCK128 ? c->gemv_max_m_block : c->gemv_max_m;
+    if (k % 128 != 0 || m > max_m)
         return false;
-    return m <= 16 || n < 16384 || c->gemv_max_m > OCT_CUDA_GEMV_MAX_M_DEFAULT;
+    return m <= 16 || n < 16384 || max_m > OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT;
 }
 
 extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
@@ -161,7 +170,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     if (s != OCT_OK)
         return s;
     uint16_t *yo = static_cast<uint16_t *>(y);
-    const bool gemv = use_gemv(c, m, n, k, path);
+    const bool gemv = use_gemv(c, m, n, k, path, kind);
     if (kind == OCT_SCALE_ROW) {
         if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
             !oct_cuda_gemv_use_tma) {
@@ -224,7 +233,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_OK;
     cudaStream_t st = oct_cuda_stream(stream);
     uint16_t *yo = static_cast<uint16_t *>(y);
-    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, n, k, path)) {
+    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, n, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
