@@ -211,6 +211,42 @@ static void from_f32_scaled(oct_fp8_format f, const float *s, uint8_t *d, size_t
     }
 }
 
+/* Per-segment multipliers (block and MX quantizers): the encode loop is
+ * inlined per segment, so a 32-element MX block costs no call. */
+static void from_f32_segmul(oct_fp8_format f, const float *s, uint8_t *d, size_t n, size_t seg,
+                            const float *mul, float qmax)
+{
+    if (f == OCT_FP8_E8M0FNU) {
+        for (size_t c0 = 0, c = 0; c0 < n; c0 += seg, c++)
+            oct_fp8_impl_ref.from_f32_scaled(f, s + c0, d + c0, n - c0 < seg ? n - c0 : seg,
+                                             mul[c], false, qmax);
+        return;
+    }
+    uint32_t clamp = fp8_simd_clamp_bits(f, qmax);
+    for (size_t c0 = 0, c = 0; c0 < n; c0 += seg, c++) {
+        size_t len = n - c0 < seg ? n - c0 : seg;
+        float mc = mul[c];
+        if (mc != mc) { /* NaN multiplier: the scale's NaN code everywhere */
+            oct_fp8_impl_ref.from_f32_scaled(f, s + c0, d + c0, len, mc, false, qmax);
+            continue;
+        }
+        switch (f) {
+        case OCT_FP8_E4M3FN:
+            enc_loop(SRC_MUL, OCT_FP8_E4M3FN, OCT_CAST_SAT, s + c0, d + c0, len, mc, clamp);
+            break;
+        case OCT_FP8_E5M2:
+            enc_loop(SRC_MUL, OCT_FP8_E5M2, OCT_CAST_SAT, s + c0, d + c0, len, mc, clamp);
+            break;
+        case OCT_FP8_E4M3FNUZ:
+            enc_loop(SRC_MUL, OCT_FP8_E4M3FNUZ, OCT_CAST_SAT, s + c0, d + c0, len, mc, clamp);
+            break;
+        default:
+            enc_loop(SRC_MUL, OCT_FP8_E5M2FNUZ, OCT_CAST_SAT, s + c0, d + c0, len, mc, clamp);
+            break;
+        }
+    }
+}
+
 /* max |x| as the integer max of the magnitude bits (positive floats order like
  * their bit patterns; every NaN pattern is above +Inf). */
 static float amax_f32(const float *s, size_t n)
@@ -346,4 +382,4 @@ static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
 }
 
 const oct_fp8_impl oct_fp8_impl_avx512 = {"avx512", from_f32,        from_bf16, from_f16,
-                                          to_f32,   from_f32_scaled, amax_f32};
+                                          to_f32,   from_f32_scaled, amax_f32, from_f32_segmul};

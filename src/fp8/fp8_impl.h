@@ -30,6 +30,11 @@ typedef struct oct_fp8_impl {
                             bool divide, float qmax);
     /* max |src[i]| (+0 when n == 0); NaN if any element is NaN. */
     float (*amax_f32)(const float *src, size_t n);
+    /* from_f32_scaled(divide = false) with one multiplier per segment of `seg`
+     * elements: segment c of src uses mul[c] (the last may be short).  Same
+     * bytes as one from_f32_scaled call per segment (block and MX quantizers). */
+    void (*from_f32_segmul)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
+                            size_t seg, const float *mul, float qmax);
 } oct_fp8_impl;
 
 extern const oct_fp8_impl oct_fp8_impl_ref;

@@ -132,10 +132,9 @@ oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int6
 }
 
 /* 128x128 blocks on AVX-512: per band of bn rows, all block amaxes in one
- * pass, then each row scaled segment by segment into a row buffer and cast in
- * one call.  Bit-identical to the generic path below (the same single f32
- * multiply, then an exact x1.0); bands with a NaN scale take the generic path
- * (its NaN codes carry the scale's sign).  OCT_ERR_NOMEM: caller falls back. */
+ * pass, then each row encoded with one multiplier per block segment
+ * (from_f32_segmul).  Bit-identical to the generic path below, NaN scales
+ * included.  OCT_ERR_NOMEM: the caller falls back. */
 static oct_status blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
                                 int64_t bn, int64_t bk, uint8_t *q, float *scales)
 {
@@ -146,41 +145,28 @@ static oct_status blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, 
 #pragma omp parallel if (rows * cols > (1 << 16))
     {
         float *amax = oct_malloc((size_t)nb_c * 2 * sizeof(float));
-        float *tmp = oct_malloc_aligned((size_t)cols * sizeof(float));
-        if (!amax || !tmp) {
+        if (!amax) {
 #pragma omp atomic write
             st = OCT_ERR_NOMEM;
         }
 #pragma omp for schedule(static)
         for (int64_t br = 0; br < nb_r; br++) {
-            if (!amax || !tmp)
+            if (!amax)
                 continue;
             float *inv = amax + nb_c;
             int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
             oct_quant_seg_amax_avx512(w + r0 * cols, r1 - r0, cols, cols, bk, amax);
-            bool nan = false;
             for (int64_t c = 0; c < nb_c; c++) {
                 float a = amax[c];
-                nan |= a != a;
                 float s = (a < 1e-4f ? 1e-4f : a) / qmax;
-                scales[br * nb_c + c] = a != a ? a : s;
+                scales[br * nb_c + c] = a != a ? a : s; /* NaN block: NaN scale and codes */
                 inv[c] = 1.0f / scales[br * nb_c + c];
             }
-            for (int64_t r = r0; r < r1; r++) {
-                if (nan) {
-                    for (int64_t c = 0; c < nb_c; c++) {
-                        int64_t c0 = c * bk, len = OCT_MIN(bk, cols - c0);
-                        I->from_f32_scaled(f, w + r * cols + c0, q + r * cols + c0, (size_t)len,
-                                           inv[c], false, qmax);
-                    }
-                } else {
-                    oct_quant_seg_scale_avx512(w + r * cols, cols, bk, inv, tmp);
-                    I->from_f32_scaled(f, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
-                }
-            }
+            for (int64_t r = r0; r < r1; r++)
+                I->from_f32_segmul(f, w + r * cols, q + r * cols, (size_t)cols, (size_t)bk, inv,
+                                   qmax);
         }
         oct_free(amax);
-        oct_free_aligned(tmp);
     }
     return st;
 }
@@ -280,19 +266,19 @@ static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const flo
     oct_status st = OCT_OK;
 #pragma omp parallel if (rows * cols > (1 << 16))
     {
-        float *tmp = oct_malloc_aligned((size_t)cols * sizeof(float));
-        if (!tmp) {
+        float *mul = oct_malloc((size_t)nb * sizeof(float));
+        if (!mul) {
 #pragma omp atomic write
             st = OCT_ERR_NOMEM;
         }
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            if (!tmp)
+            if (!mul)
                 continue;
             const float *xr = x + r * cols;
             if (oct_quant_mx_row_avx512(xr, cols, recipe == OCT_MX_CT,
-                                        elem == OCT_FP8_E5M2 ? 15 : 8, scales + r * nb, tmp)) {
-                I->from_f32_scaled(elem, tmp, q + r * cols, (size_t)cols, 1.0f, false, qmax);
+                                        elem == OCT_FP8_E5M2 ? 15 : 8, scales + r * nb, mul)) {
+                I->from_f32_segmul(elem, xr, q + r * cols, (size_t)cols, 32, mul, qmax);
                 continue;
             }
             for (int64_t b = 0; b < nb; b++) { /* NaN / Inf / subnormal: the generic rule */
@@ -302,7 +288,7 @@ static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const flo
                 I->from_f32_scaled(elem, xr + b * 32, q + r * cols + b * 32, 32, s, true, qmax);
             }
         }
-        oct_free_aligned(tmp);
+        oct_free(mul);
     }
     return st;
 }

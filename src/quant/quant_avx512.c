@@ -1,9 +1,8 @@
 /* quant_avx512.c — AVX-512 helpers for the quantizers with many small groups
  * (128x128 blocks, MX 1x32), where one call of the fp8 table per 32- or
- * 128-element piece costs more than the piece itself.  They compute exactly
- * what quant.c's scalar structure computes: amaxes with NaN propagation, and
- * the element op x * mul (one IEEE multiply, so bit-identical) into a row
- * buffer that a single saturating cast then encodes. */
+ * 128-element piece costs more than the piece itself: block amaxes with NaN
+ * propagation in one pass over the rows, and MX exponents 16 blocks at a time.
+ * The encoding itself is the fp8 table's from_f32_segmul. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -55,24 +54,6 @@ void oct_quant_seg_amax_avx512(const float *x, int64_t n_rows, int64_t ld, int64
     }
 }
 
-/* y[j] = x[j] * mul[j / seg] for j < cols (the last segment may be short). */
-void oct_quant_seg_scale_avx512(const float *x, int64_t cols, int64_t seg, const float *mul,
-                                float *y)
-{
-    for (int64_t c0 = 0, c = 0; c0 < cols; c0 += seg, c++) {
-        int64_t len = cols - c0 < seg ? cols - c0 : seg;
-        __m512 s = _mm512_set1_ps(mul[c]);
-        int64_t j = 0;
-        for (; j + 16 <= len; j += 16)
-            _mm512_storeu_ps(y + c0 + j, _mm512_mul_ps(_mm512_loadu_ps(x + c0 + j), s));
-        if (j < len) {
-            __mmask16 k = (__mmask16)((1u << (len - j)) - 1u);
-            _mm512_mask_storeu_ps(y + c0 + j, k,
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c0 + j), s));
-        }
-    }
-}
-
 /* Max over the 16 lanes of each of m[0..15], packed as out lane b = block b. */
 static __m512 reduce16(const __m512 m[16])
 {
@@ -95,7 +76,7 @@ static __m512 reduce16(const __m512 m[16])
 }
 
 bool oct_quant_mx_row_avx512(const float *x, int64_t cols, bool ct_recipe, int emax_elem,
-                             uint8_t *scales, float *y)
+                             uint8_t *scales, float *mul_out)
 {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
     for (int64_t c0 = 0; c0 < cols; c0 += 512) {
@@ -138,16 +119,9 @@ bool oct_quant_mx_row_avx512(const float *x, int64_t cols, bool ct_recipe, int e
         mb = _mm512_mask_mov_epi32(mb, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(254)),
                                    _mm512_set1_epi32(0x00200000));
         __m512 mul = _mm512_castsi512_ps(mb);
-        __m128i e8 = _mm512_cvtepi32_epi8(e);
-        uint8_t eb8[16];
-        _mm_storeu_si128((__m128i *)eb8, e8);
-        for (int b = 0; b < nb; b++) {
-            scales[c0 / 32 + b] = eb8[b];
-            __m512 s = _mm512_permutexvar_ps(_mm512_set1_epi32(b), mul);
-            _mm512_storeu_ps(y + c0 + 32 * b, _mm512_mul_ps(_mm512_loadu_ps(x + c0 + 32 * b), s));
-            _mm512_storeu_ps(y + c0 + 32 * b + 16,
-                             _mm512_mul_ps(_mm512_loadu_ps(x + c0 + 32 * b + 16), s));
-        }
+        __mmask16 kb = (__mmask16)(nb >= 16 ? 0xFFFF : (1u << nb) - 1u);
+        _mm_mask_storeu_epi8(scales + c0 / 32, kb, _mm512_cvtepi32_epi8(e));
+        _mm512_mask_storeu_ps(mul_out + c0 / 32, kb, mul);
     }
     return true;
 }

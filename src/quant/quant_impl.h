@@ -21,17 +21,16 @@ void oct_quant_div_cast(oct_fp8_format f, const float *x, size_t n, float div, u
 
 /* AVX-512 helpers (quant_avx512.c; call only at OCT_CPU_AVX512).
  * seg_amax: amax[c] over n_rows rows (stride ld) of column segment c of width
- * seg (multiple of 16), NaN-propagating.  seg_scale: y[j] = x[j] * mul[j/seg]. */
+ * seg (multiple of 16), NaN-propagating. */
 void oct_quant_seg_amax_avx512(const float *x, int64_t n_rows, int64_t ld, int64_t cols,
                                int64_t seg, float *amax);
-void oct_quant_seg_scale_avx512(const float *x, int64_t cols, int64_t seg, const float *mul,
-                                float *y);
 
 /* MX 1x32 of one row on AVX-512: block exponents into scales[cols/32] and
- * y = x * 2^(127-e); false (nothing usable written) when a block is NaN, Inf
- * or has an f32-subnormal amax -- the caller then takes the generic path. */
+ * the multipliers 2^(127-e) into mul[cols/32]; false (nothing usable written)
+ * when a block is NaN, Inf or has an f32-subnormal amax -- the caller then
+ * takes the generic path. */
 bool oct_quant_mx_row_avx512(const float *x, int64_t cols, bool ct_recipe, int emax_elem,
-                             uint8_t *scales, float *y);
+                             uint8_t *scales, float *mul);
 
 /* 2^k as f32, exact, for k in [-149, 127]. */
 float oct_quant_pow2f(int k);
