@@ -199,9 +199,7 @@ static bool prepare(int v, const shape *s, const uint8_t *w8, const float *scale
         d.weight_scale = OCT_SCALE_ROW;
         d.act = OCT_ACT_DYNAMIC_TOKEN;
         break;
-    case V_W8A16:
-        d.weight_scale = OCT_SCALE_ROW;
-        break;
+    case V_W8A16: d.weight_scale = OCT_SCALE_ROW; break;
     case V_BLOCK:
         d.weight_scale = OCT_SCALE_BLOCK128;
         d.act = OCT_ACT_GROUP128;
@@ -227,8 +225,8 @@ static int run_one(int v, const prepared *p, int c, const shape *s, int64_t m, c
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)s->n, (int)s->k, 1.0f, p->w32[c],
                         (int)s->k, x, 1, 0.0f, y, 1);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)s->n, (int)s->k,
-                        1.0f, x, (int)s->k, p->w32[c], (int)s->k, 0.0f, y, (int)s->n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)s->n, (int)s->k, 1.0f,
+                        x, (int)s->k, p->w32[c], (int)s->k, 0.0f, y, (int)s->n);
         return 0;
     }
     oct_error err;
@@ -373,10 +371,11 @@ int bench_gemm_main(int argc, char **argv)
     if (json) {
         printf("[");
         for (int i = 0; i < n_res; i++)
-            printf("%s\n {\"M\": %lld, \"K\": %lld, \"N\": %lld, \"variant\": \"%s\", \"us\": %.2f, "
-                   "\"bandwidth_gbs\": %.2f}",
-                   i ? "," : "", (long long)res[i].m, (long long)res[i].k, (long long)res[i].n,
-                   k_vname[res[i].v], res[i].us, bw);
+            printf(
+                "%s\n {\"M\": %lld, \"K\": %lld, \"N\": %lld, \"variant\": \"%s\", \"us\": %.2f, "
+                "\"bandwidth_gbs\": %.2f}",
+                i ? "," : "", (long long)res[i].m, (long long)res[i].k, (long long)res[i].n,
+                k_vname[res[i].v], res[i].us, bw);
         printf("\n]\n");
     } else {
         printf("%6s %12s %-14s %11s %9s %9s %7s %8s\n", "M", "K->N", "variant", "us", "GFLOP/s",

@@ -60,8 +60,7 @@ typedef struct row {
     double load_s, prefill_tok_s, decode_tok_s, weight_gb, decode_gbs;
 } row;
 
-static int run_scheme(const char *dir, const char *scheme, int64_t prompt, int64_t decode,
-                      row *r)
+static int run_scheme(const char *dir, const char *scheme, int64_t prompt, int64_t decode, row *r)
 {
     oct_model_opts o;
     memset(&o, 0, sizeof o);
@@ -124,7 +123,8 @@ out:
 
 int bench_model_main(int argc, char **argv)
 {
-    const char *shape_name = "small", *dir = NULL, *schemes = "bf16,fp8_per_tensor,fp8_per_block,mxfp8";
+    const char *shape_name = "small", *dir = NULL,
+               *schemes = "bf16,fp8_per_tensor,fp8_per_block,mxfp8";
     int64_t prompt = 256, decode = 32;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -178,8 +178,8 @@ int bench_model_main(int argc, char **argv)
     struct stat sb;
     if (stat(cfg, &sb) != 0) {
         mkdir(dir, 0755);
-        fprintf(stderr, "octet bench model: writing a random %s checkpoint to %s ...\n",
-                shape_name, dir);
+        fprintf(stderr, "octet bench model: writing a random %s checkpoint to %s ...\n", shape_name,
+                dir);
         if (random_model_write(dir, s) != 0)
             return 1;
     }
@@ -211,11 +211,11 @@ int bench_model_main(int argc, char **argv)
         json_object_set_new(o, "bandwidth_gbs", json_real(bw));
         json_object_set_new(o, "threads", json_integer(oct_threads_get()));
         for (int i = 0; i < nr; i++)
-            json_array_append_new(
-                a, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "scheme", names[i], "load_s",
-                             rows[i].load_s, "prefill_tok_s", rows[i].prefill_tok_s,
-                             "decode_tok_s", rows[i].decode_tok_s, "weight_gb", rows[i].weight_gb,
-                             "decode_gbs", rows[i].decode_gbs));
+            json_array_append_new(a, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "scheme", names[i],
+                                               "load_s", rows[i].load_s, "prefill_tok_s",
+                                               rows[i].prefill_tok_s, "decode_tok_s",
+                                               rows[i].decode_tok_s, "weight_gb", rows[i].weight_gb,
+                                               "decode_gbs", rows[i].decode_gbs));
         json_object_set_new(o, "rows", a);
         char *txt = json_dumps(o, JSON_INDENT(1));
         printf("%s\n", txt);

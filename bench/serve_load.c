@@ -27,10 +27,10 @@ typedef struct load {
     const char *api_key;
     double t_end;
     pthread_mutex_t mu;
-    int next, limit;                /* requests handed out / limit */
+    int next, limit; /* requests handed out / limit */
     int done, failed;
     long long tokens;
-    double *ttft, *itl;             /* samples (seconds) */
+    double *ttft, *itl; /* samples (seconds) */
     size_t n_ttft, n_itl, cap_itl;
 } load;
 
@@ -199,9 +199,8 @@ int bench_serve_load_main(int argc, char **argv)
         else if (strcmp(f, "--json") == 0)
             json = true;
         else {
-            fprintf(stderr,
-                    "usage: octet bench serve_load --port P [--clients N] [--requests R] "
-                    "[--max-tokens T] [--time-limit S] [--api-key K] [--json]\n");
+            fprintf(stderr, "usage: octet bench serve_load --port P [--clients N] [--requests R] "
+                            "[--max-tokens T] [--time-limit S] [--api-key K] [--json]\n");
             return 2;
         }
     }

@@ -33,16 +33,16 @@ extern "C" {
 
 typedef enum {
     OCT_OK = 0,
-    OCT_ERR_INVALID_ARG,  /* a caller passed something out of contract */
-    OCT_ERR_NOMEM,        /* an allocation failed */
-    OCT_ERR_IO,           /* open/read/write/mmap failed */
-    OCT_ERR_FORMAT,       /* malformed input bytes (file, JSON, header, ...) */
-    OCT_ERR_UNSUPPORTED,  /* well-formed, but a feature octet does not implement */
-    OCT_ERR_OVERFLOW,     /* size arithmetic would overflow */
-    OCT_ERR_NOT_FOUND,    /* a named tensor / key / file is absent */
-    OCT_ERR_LIMIT,        /* a configured hard limit was exceeded */
-    OCT_ERR_CANCELLED,    /* the operation was cancelled */
-    OCT_ERR_INTERNAL,     /* a bug in octet; please report */
+    OCT_ERR_INVALID_ARG, /* a caller passed something out of contract */
+    OCT_ERR_NOMEM,       /* an allocation failed */
+    OCT_ERR_IO,          /* open/read/write/mmap failed */
+    OCT_ERR_FORMAT,      /* malformed input bytes (file, JSON, header, ...) */
+    OCT_ERR_UNSUPPORTED, /* well-formed, but a feature octet does not implement */
+    OCT_ERR_OVERFLOW,    /* size arithmetic would overflow */
+    OCT_ERR_NOT_FOUND,   /* a named tensor / key / file is absent */
+    OCT_ERR_LIMIT,       /* a configured hard limit was exceeded */
+    OCT_ERR_CANCELLED,   /* the operation was cancelled */
+    OCT_ERR_INTERNAL,    /* a bug in octet; please report */
     OCT_STATUS_COUNT
 } oct_status;
 
@@ -141,8 +141,9 @@ typedef enum {
 } oct_fp8_format;
 
 typedef enum {
-    OCT_CAST_NONSAT = 0, /* bit-exact with PyTorch .to(float8_*): overflow -> NaN (fn/fnuz), Inf (e5m2) */
-    OCT_CAST_SAT = 1     /* clamp to +-max first; NaN stays NaN. For E8M0FNU same as NONSAT. */
+    OCT_CAST_NONSAT =
+        0, /* bit-exact with PyTorch .to(float8_*): overflow -> NaN (fn/fnuz), Inf (e5m2) */
+    OCT_CAST_SAT = 1 /* clamp to +-max first; NaN stays NaN. For E8M0FNU same as NONSAT. */
 } oct_cast_mode;
 
 /* Conversions of n values.  Round to nearest, ties to even (E8M0: nearest power
@@ -150,10 +151,10 @@ typedef enum {
  * pointers with n > 0.  src and dst must not overlap. */
 oct_status oct_fp8_from_f32(oct_fp8_format f, oct_cast_mode m, const float *src, uint8_t *dst,
                             size_t n);
-oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
-                             uint8_t *dst, size_t n);
-oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
-                            uint8_t *dst, size_t n);
+oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                             size_t n);
+oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                            size_t n);
 oct_status oct_fp8_to_f32(oct_fp8_format f, const uint8_t *src, float *dst, size_t n);
 
 /* Decoded value of one code (scalar; exact). */
@@ -185,12 +186,10 @@ float oct_quant_scale_floor(oct_fp8_format f);
 /* Dynamic per-tensor: scale = max(amax / qmax, floor); q = cast(clamp(x * (1/scale))).
  * x: [n] -> q: [n], *scale: 1 float.  A NaN anywhere makes the scale NaN (and
  * every code NaN), as PyTorch does: garbage in is never silently hidden. */
-oct_status oct_quant_tensor(oct_fp8_format f, const float *x, size_t n, uint8_t *q,
-                            float *scale);
+oct_status oct_quant_tensor(oct_fp8_format f, const float *x, size_t n, uint8_t *q, float *scale);
 
 /* Static scale (a checkpoint's input_scale): q = cast(clamp(x * (1/scale))). */
-oct_status oct_quant_static(oct_fp8_format f, const float *x, size_t n, float scale,
-                            uint8_t *q);
+oct_status oct_quant_static(oct_fp8_format f, const float *x, size_t n, float scale, uint8_t *q);
 
 /* Per row of x [rows, cols] (per-token activations, per-channel weights):
  * scale_r = max(min(amax_r, ub) / qmax, floor) (ub <= 0: no bound);
@@ -225,8 +224,7 @@ oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *
                         int64_t cols, uint8_t *q, uint8_t *scales);
 
 /* Dequantization to f32, the inverse layouts of the functions above. */
-oct_status oct_dequant_tensor(oct_fp8_format f, const uint8_t *q, size_t n, float scale,
-                              float *x);
+oct_status oct_dequant_tensor(oct_fp8_format f, const uint8_t *q, size_t n, float scale, float *x);
 oct_status oct_dequant_rows(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
                             const float *scales, float *x);
 oct_status oct_dequant_groups(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
@@ -267,16 +265,15 @@ oct_status oct_quant_error_measure(const float *ref, const float *approx, size_t
 typedef enum { OCT_SCALE_TENSOR, OCT_SCALE_ROW, OCT_SCALE_BLOCK128, OCT_SCALE_MX32 } oct_scale_kind;
 
 /* A: [M,K] E4M3FN codes, row-major.  B: [N,K] E4M3FN codes, row-major.  Y: [M,N] f32, row-major.
-   sa: TENSOR -> 1 float; ROW -> M floats (per token); BLOCK128 -> M*ceil(K/128) floats; MX32 -> M*(K/32) E8M0 bytes.
-   sb: TENSOR -> 1 float; ROW -> N floats (per output channel); BLOCK128 -> ceil(N/128)*ceil(K/128) floats; MX32 -> N*(K/32) bytes.
-   Y[m,n] = sa(m) * (sb(n) * sum_k A[m,k] B[n,k]) + bias[n] for TENSOR/ROW mixes;
-   BLOCK128 x BLOCK128 and MX32 x MX32 scale each K block inside the sum.  Other
-   mixes -> OCT_ERR_UNSUPPORTED; negative sizes, NULL pointers, MX32 with
-   K % 32 != 0 -> OCT_ERR_INVALID_ARG.  Uses the best kernel for oct_cpu_level_get()
-   (B is repacked for the call: use oct_linear_* to repack once). */
-oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K,
-                             const uint8_t *A, oct_scale_kind ka, const void *sa,
-                             const uint8_t *B, oct_scale_kind kb, const void *sb,
+   sa: TENSOR -> 1 float; ROW -> M floats (per token); BLOCK128 -> M*ceil(K/128) floats; MX32 ->
+   M*(K/32) E8M0 bytes. sb: TENSOR -> 1 float; ROW -> N floats (per output channel); BLOCK128 ->
+   ceil(N/128)*ceil(K/128) floats; MX32 -> N*(K/32) bytes. Y[m,n] = sa(m) * (sb(n) * sum_k A[m,k]
+   B[n,k]) + bias[n] for TENSOR/ROW mixes; BLOCK128 x BLOCK128 and MX32 x MX32 scale each K block
+   inside the sum.  Other mixes -> OCT_ERR_UNSUPPORTED; negative sizes, NULL pointers, MX32 with K %
+   32 != 0 -> OCT_ERR_INVALID_ARG.  Uses the best kernel for oct_cpu_level_get() (B is repacked for
+   the call: use oct_linear_* to repack once). */
+oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A, oct_scale_kind ka,
+                             const void *sa, const uint8_t *B, oct_scale_kind kb, const void *sb,
                              const float *bias /* N floats or NULL */, float *Y);
 
 /* Weight element type of a linear layer. */
@@ -299,13 +296,13 @@ typedef enum {
 
 /* Everything kernel selection needs to know about one linear layer y = x W^T + b. */
 typedef struct oct_linear_desc {
-    const char *name;            /* layer name for logs and errors ("model.layers.0.mlp.down_proj") */
-    int64_t n, k;                /* weight [n, k]: n outputs, k inputs */
+    const char *name; /* layer name for logs and errors ("model.layers.0.mlp.down_proj") */
+    int64_t n, k;     /* weight [n, k]: n outputs, k inputs */
     oct_weight_type weight_type;
     oct_scale_kind weight_scale; /* FP8 only: TENSOR, ROW (per channel), BLOCK128, MX32 */
     oct_act_quant act;
-    float act_static_scale;      /* OCT_ACT_STATIC: the input scale (> 0) */
-    float act_scale_ub;          /* OCT_ACT_DYNAMIC_TOKEN: amax upper bound, <= 0: none */
+    float act_static_scale; /* OCT_ACT_STATIC: the input scale (> 0) */
+    float act_scale_ub;     /* OCT_ACT_DYNAMIC_TOKEN: amax upper bound, <= 0: none */
     bool has_bias;
 } oct_linear_desc;
 
@@ -330,7 +327,8 @@ oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
 
 /* A model loader calls oct_linear_selector_pick once per layer; _log_summary
  * logs one INFO line per distinct (kernel, scheme) choice:
- * "Selected cpu_avx512_bf16 for model.layers.0.self_attn.q_proj and 223 more layers (fp8 w8a8 ...)". */
+ * "Selected cpu_avx512_bf16 for model.layers.0.self_attn.q_proj and 223 more layers (fp8 w8a8
+ * ...)". */
 typedef struct oct_linear_selector oct_linear_selector;
 oct_status oct_linear_selector_create(const char *backend, oct_linear_selector **out,
                                       oct_error *err);
@@ -357,12 +355,12 @@ const oct_linear_kernel *oct_linear_get_kernel(const oct_linear *l);
 oct_status oct_linear_forward(const oct_linear *l, int64_t m, const float *x, float *y,
                               oct_error *err);
 /* Same with bf16 activations in and bf16 out (RNE of the f32 result). */
-oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x,
-                                   uint16_t *y, oct_error *err);
+oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x, uint16_t *y,
+                                   oct_error *err);
 /* Pre-quantized activations (FP8 weights only): a [m,k] E4M3FN codes, sa laid
  * out as in oct_scaled_mm_f32 for `ka` (ignores d->act). */
-oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a,
-                                oct_scale_kind ka, const void *sa, float *y, oct_error *err);
+oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a, oct_scale_kind ka,
+                                const void *sa, float *y, oct_error *err);
 
 /* ==================================================================== io */
 /* safetensors files, checkpoint folders (config.json + quantization_config),
@@ -687,8 +685,8 @@ oct_status oct_tokenizer_load(const char *dir, oct_tokenizer **out, oct_error *e
 
 /* The same from memory: `config_json` (tokenizer_config.json) may be NULL. */
 oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_len,
-                                   const char *config_json, size_t config_len,
-                                   oct_tokenizer **out, oct_error *err);
+                                   const char *config_json, size_t config_len, oct_tokenizer **out,
+                                   oct_error *err);
 
 void oct_tokenizer_free(oct_tokenizer *tok);
 
@@ -868,9 +866,9 @@ void oct_session_free(oct_session *s);
  * logits: NULL, or [n_out, vocab] f32 for the rows with want_logits[i] set
  * (want_logits NULL: every row).  Tokens of several sequences may be mixed
  * (prefill and decode in one batch). */
-oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
-                               const int32_t *seq, const int64_t *pos, const bool *want_logits,
-                               float *logits, oct_error *err);
+oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens, const int32_t *seq,
+                               const int64_t *pos, const bool *want_logits, float *logits,
+                               oct_error *err);
 
 /* Forgets a sequence (its KV blocks are freed). */
 void oct_session_reset_seq(oct_session *s, int32_t seq);
@@ -880,11 +878,11 @@ int64_t oct_session_kv_blocks_used(const oct_session *s);
 int64_t oct_session_kv_blocks_total(const oct_session *s);
 
 typedef struct oct_sampling {
-    float temperature; /* 0: greedy */
-    int top_k;         /* 0: off */
-    float top_p;       /* 1: off */
-    float min_p;       /* 0: off */
-    float repetition_penalty;              /* 1: off */
+    float temperature;                         /* 0: greedy */
+    int top_k;                                 /* 0: off */
+    float top_p;                               /* 1: off */
+    float min_p;                               /* 0: off */
+    float repetition_penalty;                  /* 1: off */
     float presence_penalty, frequency_penalty; /* 0: off */
     uint64_t seed;
 } oct_sampling;
@@ -908,21 +906,21 @@ int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history
 typedef struct oct_server oct_server;
 
 typedef struct oct_server_opts {
-    const char *host;              /* IPv4/IPv6 literal to bind; default "127.0.0.1" */
-    int port;                      /* 0: any free port (see oct_server_port) */
-    const char *api_key;           /* NULL: no auth; else "Authorization: Bearer KEY" on /v1 */
-    const char *served_model_name; /* "model" in responses; default: the model folder name */
-    int max_num_seqs;              /* sequences in the running batch (default 32) */
-    int64_t max_model_len;         /* prompt + output tokens (default: the model's limit) */
-    int64_t max_num_batched_tokens;/* tokens per forward pass (default 512) */
-    int64_t kv_cache_tokens;       /* KV pool size in tokens; 0: max_num_seqs full sequences */
-    int64_t max_waiting;           /* queued sequences before 503 (default 1024) */
-    int max_connections;           /* concurrent HTTP connections (default 256) */
-    int idle_timeout_s;            /* close a connection idle this long (default 60) */
-    size_t max_body_bytes;         /* request body limit, 413 beyond (default 4 MiB) */
-    size_t max_header_bytes;       /* request line + headers (default 16 KiB) */
-    int max_json_depth;            /* JSON nesting limit (default 32) */
-    int max_n;                     /* choices per request (default 16) */
+    const char *host;               /* IPv4/IPv6 literal to bind; default "127.0.0.1" */
+    int port;                       /* 0: any free port (see oct_server_port) */
+    const char *api_key;            /* NULL: no auth; else "Authorization: Bearer KEY" on /v1 */
+    const char *served_model_name;  /* "model" in responses; default: the model folder name */
+    int max_num_seqs;               /* sequences in the running batch (default 32) */
+    int64_t max_model_len;          /* prompt + output tokens (default: the model's limit) */
+    int64_t max_num_batched_tokens; /* tokens per forward pass (default 512) */
+    int64_t kv_cache_tokens;        /* KV pool size in tokens; 0: max_num_seqs full sequences */
+    int64_t max_waiting;            /* queued sequences before 503 (default 1024) */
+    int max_connections;            /* concurrent HTTP connections (default 256) */
+    int idle_timeout_s;             /* close a connection idle this long (default 60) */
+    size_t max_body_bytes;          /* request body limit, 413 beyond (default 4 MiB) */
+    size_t max_header_bytes;        /* request line + headers (default 16 KiB) */
+    int max_json_depth;             /* JSON nesting limit (default 32) */
+    int max_n;                      /* choices per request (default 16) */
 } oct_server_opts;
 
 void oct_server_opts_default(oct_server_opts *o);

@@ -28,7 +28,7 @@ static uint16_t rm_bf16(void)
 }
 
 static int rm_write_tensor(oct_st_writer *w, const char *name, int64_t rows, int64_t cols,
-                        uint16_t *buf, size_t buf_elems, oct_error *err)
+                           uint16_t *buf, size_t buf_elems, oct_error *err)
 {
     size_t total = (size_t)(rows * cols);
     for (size_t done = 0; done < total;) {
@@ -56,8 +56,8 @@ static int random_model_write(const char *dir, shape s)
             "\"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0, "
             "\"hidden_act\": \"silu\", \"tie_word_embeddings\": false, \"torch_dtype\": "
             "\"bfloat16\"}\n",
-            (long long)s.hidden, (long long)s.inter, (long long)s.layers,
-            (long long)s.heads, (long long)s.kv_heads, (long long)s.vocab);
+            (long long)s.hidden, (long long)s.inter, (long long)s.layers, (long long)s.heads,
+            (long long)s.kv_heads, (long long)s.vocab);
     fclose(f);
     oct_st_writer *w = NULL;
     oct_error err;

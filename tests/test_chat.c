@@ -48,8 +48,9 @@ static const char k_msgs[] = "[{\"role\": \"system\", \"content\": \"sys\"}, {\"
 
 static void test_expressions(void)
 {
-    check_render("{{ 1 + 2 * 3 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ -7 % 3 }}|{{ 2 ** 10 }}",
-                 "[]", NULL, false, "7|3|-4|1|2|1024");
+    check_render(
+        "{{ 1 + 2 * 3 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ 7 % 3 }}|{{ -7 % 3 }}|{{ 2 ** 10 }}", "[]",
+        NULL, false, "7|3|-4|1|2|1024");
     check_render("{{ 1 / 2 }}|{{ 3.0 }}|{{ 1e20 }}|{{ 0.1 + 0.2 }}", "[]", NULL, false,
                  "0.5|3.0|1e+20|0.30000000000000004");
     check_render("{{ 'a' ~ 1 ~ none ~ true }}|{{ 'x' * 3 }}|{{ 'ab' + 'cd' }}", "[]", NULL, false,
@@ -83,8 +84,7 @@ static void test_filters_and_methods(void)
                  "{{ 'a,b,,c'.split(',') }}|{{ 'a</think>b'.split('</think>')[-1] }}|"
                  "{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'c')) }}|"
                  "{{ '\\n\\nx'.lstrip('\\n') }}|{{ 'x\\n'.rstrip() }}",
-                 "[]", NULL, false,
-                 "x|a|['a', 'b', 'c']|['a', 'b', '', 'c']|b|TrueTrue|x|x");
+                 "[]", NULL, false, "x|a|['a', 'b', 'c']|['a', 'b', '', 'c']|b|TrueTrue|x|x");
     check_render("{% for k, v in {'a': 1, 'b': 2}|items %}{{ k }}={{ v }};{% endfor %}|"
                  "{% for k, v in {'c': 3}.items() %}{{ k }}{{ v }}{% endfor %}|"
                  "{{ {'a': 1}.get('a') }}{{ {'a': 1}.get('z', 0) }}|{{ {'a': 1}.keys()|list }}",
@@ -104,8 +104,7 @@ static void test_statements(void)
     /* loop variables, loop scoping and namespace */
     check_render("{% for m in messages %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}"
                  "{{ loop.last }}{{ loop.length }}{{ loop.revindex }};{% endfor %}",
-                 k_msgs, NULL, false,
-                 "10TrueFalse33;21FalseFalse32;32FalseTrue31;");
+                 k_msgs, NULL, false, "10TrueFalse33;21FalseFalse32;32FalseTrue31;");
     check_render("{% set x = 1 %}{% for m in messages %}{% set x = 2 %}{% endfor %}{{ x }}|"
                  "{% set ns = namespace(x=1) %}{% for m in messages %}{% set ns.x = ns.x + 1 %}"
                  "{% endfor %}{{ ns.x }}",
@@ -125,8 +124,8 @@ static void test_statements(void)
     check_render("a {{- ' b ' -}} c", "[]", NULL, false, "a b c");
     check_render("  {%+ if true %}x{% endif %}", "[]", NULL, false, "  x");
     check_render("a\n  {# comment #}\nb", "[]", NULL, false, "a\nb");
-    check_render("{{ bos_token }}{{ add_generation_prompt }}", "[]",
-                 "{\"bos_token\": \"<s>\"}", true, "<s>True");
+    check_render("{{ bos_token }}{{ add_generation_prompt }}", "[]", "{\"bos_token\": \"<s>\"}",
+                 true, "<s>True");
 }
 
 static void test_errors(void)
@@ -180,8 +179,9 @@ static void test_transformers_renderings(void)
     const char *path = testlib_fixture("tokenizer_chat.jsonl");
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "FIXTURE MISSING: %s (from tests/fixtures/tokenizer_chat.jsonl.gz: run "
-                        "tools/make_tokenizer_fixtures.py, then make test)\n",
+        fprintf(stderr,
+                "FIXTURE MISSING: %s (from tests/fixtures/tokenizer_chat.jsonl.gz: run "
+                "tools/make_tokenizer_fixtures.py, then make test)\n",
                 path);
     }
     REQUIRE(f);
@@ -206,11 +206,10 @@ static void test_transformers_renderings(void)
         else
             ok = st != OCT_OK; /* transformers raised: we must fail too */
         if (!ok && fails++ < 8)
-            fprintf(stderr, "  %s / %s / agp=%d:\n    want: %s\n    got:  %s\n", name, conv,
-                    (int)agp,
-                    want ? json_string_value(want)
-                         : json_string_value(json_object_get(rec, "error")),
-                    st == OCT_OK ? got : e.message);
+            fprintf(
+                stderr, "  %s / %s / agp=%d:\n    want: %s\n    got:  %s\n", name, conv, (int)agp,
+                want ? json_string_value(want) : json_string_value(json_object_get(rec, "error")),
+                st == OCT_OK ? got : e.message);
         oct_tokenizer_text_free(got);
         free(msgs);
         free(extra);

@@ -29,7 +29,7 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static float *g_f32;   /* edges then random pools */
+static float *g_f32; /* edges then random pools */
 static size_t g_n_f32;
 
 static void build_f32_inputs(void)
@@ -84,10 +84,10 @@ static int compare(const char *what, const uint8_t *want, const uint8_t *got, si
     for (size_t i = 0; i < n; i++) {
         if (want[i] != got[i]) {
             if (bad < 5) {
-                unsigned long long in = in_bits == 16 ? ((const uint16_t *)inputs)[i]
-                                                      : ((const uint32_t *)inputs)[i];
-                fprintf(stderr, "  %s: input 0x%llx: want 0x%02x got 0x%02x\n", what, in,
-                        want[i], got[i]);
+                unsigned long long in =
+                    in_bits == 16 ? ((const uint16_t *)inputs)[i] : ((const uint32_t *)inputs)[i];
+                fprintf(stderr, "  %s: input 0x%llx: want 0x%02x got 0x%02x\n", what, in, want[i],
+                        got[i]);
             }
             bad++;
         }
@@ -108,8 +108,8 @@ static void check_all_paths(const char *src_kind)
         for (size_t fi = 0; fi < OCT_ARRAY_LEN_T(k_formats); fi++) {
             for (int m = 0; m < 2; m++) {
                 char name[64];
-                snprintf(name, sizeof name, "%s.%s.%s", src_kind,
-                         oct_fp8_format_str(k_formats[fi]), k_modes[m]);
+                snprintf(name, sizeof name, "%s.%s.%s", src_kind, oct_fp8_format_str(k_formats[fi]),
+                         k_modes[m]);
                 size_t nb;
                 const uint8_t *want = fixture_st_get(&g_st, name, NULL, NULL, &nb);
                 CHECKF(want && nb == n, "%s: fixture tensor missing or wrong size", name);
@@ -128,8 +128,8 @@ static void check_all_paths(const char *src_kind)
                     in = g_f32;
                 }
                 int bad = compare(name, want, got, n, in, strcmp(src_kind, "f32") ? 16 : 32);
-                CHECKF(bad == 0, "path %s, %s: %d of %zu codes differ from PyTorch",
-                       impl->name, name, bad, n);
+                CHECKF(bad == 0, "path %s, %s: %d of %zu codes differ from PyTorch", impl->name,
+                       name, bad, n);
             }
         }
     }
@@ -175,8 +175,8 @@ static void test_decode_all_codes(void)
                            oct_fp8_format_str(f), c);
                     continue;
                 }
-                CHECKF(memcmp(&vals[c], &ref, 4) == 0, "%s %s code 0x%02x: %g vs %g",
-                       impl->name, oct_fp8_format_str(f), c, (double)vals[c], (double)ref);
+                CHECKF(memcmp(&vals[c], &ref, 4) == 0, "%s %s code 0x%02x: %g vs %g", impl->name,
+                       oct_fp8_format_str(f), c, (double)vals[c], (double)ref);
                 CHECKF(back[c] == c, "%s %s code 0x%02x re-encodes to 0x%02x", impl->name,
                        oct_fp8_format_str(f), c, back[c]);
             }
@@ -213,15 +213,15 @@ static void test_spec_edge_cases(void)
         {OCT_FP8_E4M3FN, OCT_CAST_SAT, -INFINITY, 0xFE},
         {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, -0.0f, 0x80},
         {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, -1e-30f, 0x80},
-        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x1p-10f, 0x00},  /* tie -> even (0) */
-        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x3p-10f, 0x02},  /* tie -> 2^-8 */
-        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x5p-10f, 0x02},  /* tie -> 2^-8 */
-        {OCT_FP8_E5M2, OCT_CAST_NONSAT, 61440.0f, 0x7C},    /* tie rounds to Inf */
+        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x1p-10f, 0x00}, /* tie -> even (0) */
+        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x3p-10f, 0x02}, /* tie -> 2^-8 */
+        {OCT_FP8_E4M3FN, OCT_CAST_NONSAT, 0x5p-10f, 0x02}, /* tie -> 2^-8 */
+        {OCT_FP8_E5M2, OCT_CAST_NONSAT, 61440.0f, 0x7C},   /* tie rounds to Inf */
         {OCT_FP8_E5M2, OCT_CAST_SAT, 1e6f, 0x7B},
         {OCT_FP8_E4M3FNUZ, OCT_CAST_NONSAT, -0.0f, 0x00},
         {OCT_FP8_E4M3FNUZ, OCT_CAST_NONSAT, 250.0f, 0x80},
         {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, -8.0f, 130},
-        {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, 0x1.8p3f, 131},  /* 1.5 * 2^3 ties up */
+        {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, 0x1.8p3f, 131}, /* 1.5 * 2^3 ties up */
         {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, 0x1.7ffffep3f, 130},
         {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, 0.0f, 0x00},
         {OCT_FP8_E8M0FNU, OCT_CAST_NONSAT, 0x1.cp127f, 0xFF}, /* 1.75 * 2^127 -> NaN */

@@ -91,9 +91,7 @@ static void *make_scales(oct_scale_kind kind, int64_t rows, int64_t K, bool weig
     switch (kind) {
     case OCT_SCALE_TENSOR: cnt = 1; break;
     case OCT_SCALE_ROW: cnt = rows; break;
-    case OCT_SCALE_BLOCK128:
-        cnt = (weight ? (rows + 127) / 128 : rows) * ((K + 127) / 128);
-        break;
+    case OCT_SCALE_BLOCK128: cnt = (weight ? (rows + 127) / 128 : rows) * ((K + 127) / 128); break;
     default: {
         uint8_t *e = malloc((size_t)(rows * (K / 32)) + 1);
         for (int64_t i = 0; i < rows * (K / 32); i++)
@@ -120,10 +118,13 @@ static void run_case(const mm_case *c, const uint8_t *A, const uint8_t *B, const
         if (oct_cpu_force(g_levels[li]) != OCT_OK)
             continue;
         const oct_linear_kernel *kern = NULL;
-        oct_linear_desc d = {.name = "t", .n = c->N, .k = c->K, .weight_type = OCT_WEIGHT_FP8,
-                             .weight_scale = c->kb, .has_bias = bias != NULL};
-        if (oct_linear_select(&d, "auto", &kern, NULL) != OCT_OK ||
-            kern->level != g_levels[li])
+        oct_linear_desc d = {.name = "t",
+                             .n = c->N,
+                             .k = c->K,
+                             .weight_type = OCT_WEIGHT_FP8,
+                             .weight_scale = c->kb,
+                             .has_bias = bias != NULL};
+        if (oct_linear_select(&d, "auto", &kern, NULL) != OCT_OK || kern->level != g_levels[li])
             continue; /* no kernel of this level for the case (yet) */
         for (size_t i = 0; i < mn; i++)
             y[i] = -12345.0f;
@@ -144,7 +145,9 @@ static void run_case(const mm_case *c, const uint8_t *A, const uint8_t *B, const
                 }
                 if (!ok) {
                     bad++;
-                    CHECKF(ok, "%s M=%lld N=%lld K=%lld ka=%d kb=%d at (%lld,%lld): ref %.9g got %.9g tol %.3g",
+                    CHECKF(ok,
+                           "%s M=%lld N=%lld K=%lld ka=%d kb=%d at (%lld,%lld): ref %.9g got %.9g "
+                           "tol %.3g",
                            oct_cpu_level_str(g_levels[li]), (long long)c->M, (long long)c->N,
                            (long long)c->K, c->ka, c->kb, (long long)m, (long long)n, (double)r,
                            (double)v, tol);
@@ -183,19 +186,19 @@ static void random_case(const mm_case *c)
 static void test_random_vs_ref(void)
 {
     static const oct_scale_kind pairs[][2] = {
-        {OCT_SCALE_TENSOR, OCT_SCALE_TENSOR}, {OCT_SCALE_ROW, OCT_SCALE_ROW},
-        {OCT_SCALE_TENSOR, OCT_SCALE_ROW},    {OCT_SCALE_ROW, OCT_SCALE_TENSOR},
+        {OCT_SCALE_TENSOR, OCT_SCALE_TENSOR},     {OCT_SCALE_ROW, OCT_SCALE_ROW},
+        {OCT_SCALE_TENSOR, OCT_SCALE_ROW},        {OCT_SCALE_ROW, OCT_SCALE_TENSOR},
         {OCT_SCALE_BLOCK128, OCT_SCALE_BLOCK128}, {OCT_SCALE_MX32, OCT_SCALE_MX32},
     };
     int64_t bigk = small_mode() ? 4096 : 14336;
     const int64_t shapes[][3] = {
-        {1, 4097, 64}, {3, 15, bigk}, {17, 15, 1000}, {129, 1, 333},
-        {3, 4097, 17}, {129, 15, 256}, {17, 4097, 32}, {1, 1, 16}, {16, 100, 130},
+        {1, 4097, 64},  {3, 15, bigk},  {17, 15, 1000}, {129, 1, 333},  {3, 4097, 17},
+        {129, 15, 256}, {17, 4097, 32}, {1, 1, 16},     {16, 100, 130},
     };
     for (size_t s = 0; s < NELEM(shapes); s++) {
         for (size_t p = 0; p < NELEM(pairs); p++) {
-            mm_case c = {shapes[s][0], shapes[s][1], shapes[s][2], pairs[p][0], pairs[p][1],
-                         (s + p) % 2 == 0};
+            mm_case c = {shapes[s][0], shapes[s][1], shapes[s][2],
+                         pairs[p][0],  pairs[p][1],  (s + p) % 2 == 0};
             if (c.kb == OCT_SCALE_MX32 && c.K % 32 != 0)
                 c.K = (c.K + 31) / 32 * 32;
             random_case(&c);
@@ -210,8 +213,7 @@ static void test_exact_small_range(void)
 {
     const int64_t shapes[][3] = {{1, 64, 256}, {5, 33, 250}, {20, 70, 256}, {129, 15, 64}};
     for (size_t s = 0; s < NELEM(shapes); s++) {
-        mm_case c = {shapes[s][0], shapes[s][1], shapes[s][2], OCT_SCALE_ROW, OCT_SCALE_ROW,
-                     false};
+        mm_case c = {shapes[s][0], shapes[s][1], shapes[s][2], OCT_SCALE_ROW, OCT_SCALE_ROW, false};
         uint8_t *A = malloc((size_t)(c.M * c.K)), *B = malloc((size_t)(c.N * c.K));
         for (int64_t i = 0; i < c.M * c.K; i++)
             A[i] = (uint8_t)((rnd() & 0x80) | ((5 + rnd() % 5) << 3) | (rnd() & 7));
@@ -260,8 +262,8 @@ static void test_adversarial(void)
 
 /* ------------------------------------------------- linear-layer forwards */
 
-static oct_linear *make_linear(const oct_linear_desc *d, const oct_linear_kernel *k,
-                               const void *w, const void *ws, const float *bias)
+static oct_linear *make_linear(const oct_linear_desc *d, const oct_linear_kernel *k, const void *w,
+                               const void *ws, const float *bias)
 {
     oct_linear *l = NULL;
     oct_error err;
@@ -320,9 +322,9 @@ static void test_fused_quant_matches_quant_api(void)
         x[i] = rndf() * ldexpf(1.0f, (int)(rnd() % 40) - 20);
     for (int64_t i = 0; i < K; i++)
         x[3 * K + i] = 0.0f; /* an all-zero row: floor scale */
-    x[5 * K + 7] = 3e38f; /* huge: clamps to 448 under the per-token bound */
+    x[5 * K + 7] = 3e38f;    /* huge: clamps to 448 under the per-token bound */
     const oct_act_quant acts[] = {OCT_ACT_DYNAMIC_TOKEN, OCT_ACT_DYNAMIC_TENSOR, OCT_ACT_STATIC,
-                                  OCT_ACT_GROUP128, OCT_ACT_MX32, OCT_ACT_NONE};
+                                  OCT_ACT_GROUP128,      OCT_ACT_MX32,           OCT_ACT_NONE};
     uint8_t *q = malloc((size_t)(M * K));
     float *s = malloc((size_t)(M * K) * 4), *y = malloc((size_t)(M * K) * 4);
     uint8_t *se = malloc((size_t)(M * K));
@@ -331,8 +333,12 @@ static void test_fused_quant_matches_quant_api(void)
         if (oct_cpu_force(g_levels[li]) != OCT_OK)
             continue;
         for (size_t ai = 0; ai < NELEM(acts); ai++) {
-            oct_linear_desc d = {.name = "ident", .n = K, .k = K, .weight_type = OCT_WEIGHT_FP8,
-                                 .act = acts[ai], .act_static_scale = 0.01f,
+            oct_linear_desc d = {.name = "ident",
+                                 .n = K,
+                                 .k = K,
+                                 .weight_type = OCT_WEIGHT_FP8,
+                                 .act = acts[ai],
+                                 .act_static_scale = 0.01f,
                                  .act_scale_ub = acts[ai] == OCT_ACT_DYNAMIC_TOKEN ? 0.5f : 0};
             d.weight_scale = acts[ai] == OCT_ACT_GROUP128 ? OCT_SCALE_BLOCK128
                              : acts[ai] == OCT_ACT_MX32   ? OCT_SCALE_MX32
@@ -366,7 +372,8 @@ static void test_fused_quant_matches_quant_api(void)
                         break;
                     case OCT_ACT_STATIC:
                         if (m == 0 && j == 0)
-                            CHECK_OK(oct_quant_static(OCT_FP8_E4M3FN, x, (size_t)(M * K), 0.01f, q));
+                            CHECK_OK(
+                                oct_quant_static(OCT_FP8_E4M3FN, x, (size_t)(M * K), 0.01f, q));
                         want = 0.01f * (1.0f * lut[q[m * K + j]]);
                         break;
                     case OCT_ACT_GROUP128:
@@ -377,7 +384,8 @@ static void test_fused_quant_matches_quant_api(void)
                     case OCT_ACT_MX32:
                         if (m == 0 && j == 0)
                             CHECK_OK(oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_OCP, x, M, K, q, se));
-                        want = 0.0f + lut[q[m * K + j]] * ldexpf(1.0f, se[m * 8 + j / 32] - 127) * 1.0f;
+                        want = 0.0f +
+                               lut[q[m * K + j]] * ldexpf(1.0f, se[m * 8 + j / 32] - 127) * 1.0f;
                         break;
                     default:
                         want = 1.0f * (1.0f * oct_bf16_to_f32(oct_f32_to_bf16(x[m * K + j])));
@@ -413,10 +421,11 @@ static void test_rounding_edges(void)
     uint8_t *w = calloc((size_t)(K * K), 1);
     for (int64_t i = 0; i < K; i++)
         w[i * K + i] = 0x38;
-    const float edges[] = {447.0f, 448.0f, 449.0f, 463.99f, 464.0f, 464.01f, 479.9f, 480.0f,
-                           1e30f, INFINITY, -INFINITY, -0.0f, -1e-30f, 0x1p-10f, 0x3p-10f,
-                           0x5p-10f, 0.0136719f, 0x1p-6f, 0x1.fp-7f, 0x1.2p-6f, -0x1p-9f,
-                           0x1p-149f, 240.0f, 248.0f, 232.0f, 1.0625f, 1.1875f, -3.5f};
+    const float edges[] = {447.0f,    448.0f,    449.0f,   463.99f,   464.0f,     464.01f,
+                           479.9f,    480.0f,    1e30f,    INFINITY,  -INFINITY,  -0.0f,
+                           -1e-30f,   0x1p-10f,  0x3p-10f, 0x5p-10f,  0.0136719f, 0x1p-6f,
+                           0x1.fp-7f, 0x1.2p-6f, -0x1p-9f, 0x1p-149f, 240.0f,     248.0f,
+                           232.0f,    1.0625f,   1.1875f,  -3.5f};
     int64_t M = 4096;
     float *x = malloc((size_t)(M * K) * 4), *y = malloc((size_t)(M * K) * 4);
     for (int64_t i = 0; i < M * K; i++) {
@@ -436,8 +445,12 @@ static void test_rounding_edges(void)
     for (size_t li = 1; li < NELEM(g_levels); li++) {
         if (oct_cpu_force(g_levels[li]) != OCT_OK)
             continue;
-        oct_linear_desc d = {.name = "round", .n = K, .k = K, .weight_type = OCT_WEIGHT_FP8,
-                             .weight_scale = OCT_SCALE_TENSOR, .act = OCT_ACT_STATIC,
+        oct_linear_desc d = {.name = "round",
+                             .n = K,
+                             .k = K,
+                             .weight_type = OCT_WEIGHT_FP8,
+                             .weight_scale = OCT_SCALE_TENSOR,
+                             .act = OCT_ACT_STATIC,
                              .act_static_scale = 1.0f};
         const oct_linear_kernel *k = NULL;
         if (oct_linear_select(&d, "auto", &k, NULL) != OCT_OK || k->level != g_levels[li])
@@ -502,9 +515,14 @@ static void test_forward_schemes(void)
         if (oct_cpu_force(g_levels[li]) != OCT_OK)
             continue;
         for (size_t ci = 0; ci < NELEM(cases); ci++) {
-            oct_linear_desc d = {.name = "fwd", .n = N, .k = K, .weight_type = cases[ci].wt,
-                                 .weight_scale = cases[ci].ws, .act = cases[ci].act,
-                                 .act_static_scale = 0.004f, .has_bias = ci % 2 == 0};
+            oct_linear_desc d = {.name = "fwd",
+                                 .n = N,
+                                 .k = K,
+                                 .weight_type = cases[ci].wt,
+                                 .weight_scale = cases[ci].ws,
+                                 .act = cases[ci].act,
+                                 .act_static_scale = 0.004f,
+                                 .has_bias = ci % 2 == 0};
             const oct_linear_kernel *k = NULL;
             if (oct_linear_select(&d, "auto", &k, NULL) != OCT_OK || k->level != g_levels[li])
                 continue;
@@ -538,8 +556,12 @@ static void test_forward_bf16_io(void)
         xb[i] = oct_f32_to_bf16(rndf());
         xf[i] = oct_bf16_to_f32(xb[i]);
     }
-    oct_linear_desc d = {.name = "bf16io", .n = N, .k = K, .weight_type = OCT_WEIGHT_FP8,
-                         .weight_scale = OCT_SCALE_TENSOR, .act = OCT_ACT_DYNAMIC_TOKEN};
+    oct_linear_desc d = {.name = "bf16io",
+                         .n = N,
+                         .k = K,
+                         .weight_type = OCT_WEIGHT_FP8,
+                         .weight_scale = OCT_SCALE_TENSOR,
+                         .act = OCT_ACT_DYNAMIC_TOKEN};
     oct_linear *l = make_linear(&d, NULL, w, &s, NULL);
     REQUIRE(l);
     CHECK_OK(oct_linear_forward(l, M, xf, yf, NULL));
@@ -557,22 +579,40 @@ static void test_api_errors(void)
     uint8_t a[256] = {0}, b[256] = {0};
     float s[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, y[16];
     uint8_t e[8] = {127, 127, 127, 127, 127, 127, 127, 127};
-    CHECK_EQ_INT(oct_scaled_mm_f32(-1, 1, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 0, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 0, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 16, NULL, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 16, a, OCT_SCALE_ROW, s, b, OCT_SCALE_BLOCK128, s, NULL, y), OCT_ERR_UNSUPPORTED);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 32, a, OCT_SCALE_MX32, e, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_UNSUPPORTED);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 16, a, OCT_SCALE_MX32, e, b, OCT_SCALE_MX32, e, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 16, a, (oct_scale_kind)9, s, b, OCT_SCALE_TENSOR, s, NULL, y), OCT_ERR_INVALID_ARG);
-    CHECK_OK(oct_scaled_mm_f32(0, 1, 16, NULL, OCT_SCALE_TENSOR, NULL, b, OCT_SCALE_TENSOR, s, NULL, NULL));
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(-1, 1, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y),
+        OCT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(1, 0, 16, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y),
+        OCT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(1, 1, 0, a, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y),
+        OCT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(1, 1, 16, NULL, OCT_SCALE_TENSOR, s, b, OCT_SCALE_TENSOR, s, NULL, y),
+        OCT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(1, 1, 16, a, OCT_SCALE_ROW, s, b, OCT_SCALE_BLOCK128, s, NULL, y),
+        OCT_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 32, a, OCT_SCALE_MX32, e, b, OCT_SCALE_TENSOR, s, NULL, y),
+                 OCT_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(oct_scaled_mm_f32(1, 1, 16, a, OCT_SCALE_MX32, e, b, OCT_SCALE_MX32, e, NULL, y),
+                 OCT_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        oct_scaled_mm_f32(1, 1, 16, a, (oct_scale_kind)9, s, b, OCT_SCALE_TENSOR, s, NULL, y),
+        OCT_ERR_INVALID_ARG);
+    CHECK_OK(oct_scaled_mm_f32(0, 1, 16, NULL, OCT_SCALE_TENSOR, NULL, b, OCT_SCALE_TENSOR, s, NULL,
+                               NULL));
     CHECK_OK(oct_scaled_mm_f32(1, 1, 32, a, OCT_SCALE_MX32, e, b, OCT_SCALE_MX32, e, NULL, y));
     CHECK(y[0] == 0.0f);
 
     oct_error err;
     oct_linear *l = NULL;
-    oct_linear_desc d = {.name = "model.layers.3.mlp.up_proj", .n = 8, .k = 16,
-                         .weight_type = OCT_WEIGHT_BF16, .act = OCT_ACT_DYNAMIC_TOKEN};
+    oct_linear_desc d = {.name = "model.layers.3.mlp.up_proj",
+                         .n = 8,
+                         .k = 16,
+                         .weight_type = OCT_WEIGHT_BF16,
+                         .act = OCT_ACT_DYNAMIC_TOKEN};
     CHECK_EQ_INT(oct_linear_create(&d, NULL, b, NULL, NULL, &l, &err), OCT_ERR_UNSUPPORTED);
     CHECK(strstr(err.message, "model.layers.3.mlp.up_proj") != NULL);
     CHECK(l == NULL);
@@ -593,7 +633,8 @@ static void test_api_errors(void)
     float x[32] = {0};
     CHECK_EQ_INT(oct_linear_forward(l, -1, x, y, &err), OCT_ERR_INVALID_ARG);
     CHECK_EQ_INT(oct_linear_forward(l, 1, NULL, y, &err), OCT_ERR_INVALID_ARG);
-    CHECK_EQ_INT(oct_linear_forward_q(l, 1, a, OCT_SCALE_BLOCK128, s, y, &err), OCT_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(oct_linear_forward_q(l, 1, a, OCT_SCALE_BLOCK128, s, y, &err),
+                 OCT_ERR_UNSUPPORTED);
     CHECK_OK(oct_linear_forward(l, 0, NULL, NULL, &err));
     CHECK_OK(oct_linear_forward(l, 2, x, y, &err));
     CHECK(y[0] == 0.0f && y[15] == 0.0f);
@@ -614,8 +655,11 @@ static void log_sink(oct_log_level level, const char *msg, void *user)
 
 static void test_registry(void)
 {
-    oct_linear_desc d = {.name = "model.layers.0.self_attn.q_proj", .n = 64, .k = 64,
-                         .weight_type = OCT_WEIGHT_FP8, .weight_scale = OCT_SCALE_ROW,
+    oct_linear_desc d = {.name = "model.layers.0.self_attn.q_proj",
+                         .n = 64,
+                         .k = 64,
+                         .weight_type = OCT_WEIGHT_FP8,
+                         .weight_scale = OCT_SCALE_ROW,
                          .act = OCT_ACT_DYNAMIC_TOKEN};
     const oct_linear_kernel *k = NULL;
     oct_error err;
@@ -672,8 +716,8 @@ static void test_registry(void)
     oct_linear_selector_log_summary(sel);
     oct_log_set(NULL, NULL, OCT_LOG_INFO);
     CHECKF(strstr(g_log, "for model.layers.0.mlp.up_proj and 2 more layers") != NULL, "%s", g_log);
-    CHECKF(strstr(g_log, "Selected ") != NULL && strstr(g_log, " for lm_head (bf16)") != NULL,
-           "%s", g_log);
+    CHECKF(strstr(g_log, "Selected ") != NULL && strstr(g_log, " for lm_head (bf16)") != NULL, "%s",
+           g_log);
     oct_linear_selector_free(sel);
     oct_linear_selector_free(NULL);
 }

@@ -65,9 +65,11 @@ static void check(oct_weight_type wt, oct_scale_kind ws, oct_act_quant act, int6
         CHECK_OK(oct_linear_forward(l, m, x + r * K, y1 + r * N, &err));
     }
     bad += 2 * (memcmp(y, y1, (size_t)(M * N) * 4) != 0);
-    CHECKF(bad == 0, "%s, weight scale %d, act %d, N %lld K %lld: rows differ between batch "
-           "sizes (%s)", oct_linear_kernel_name(oct_linear_get_kernel(l)), (int)ws, (int)act,
-           (long long)N, (long long)K, bad & 1 ? "alone vs 41" : "5 vs 41");
+    CHECKF(bad == 0,
+           "%s, weight scale %d, act %d, N %lld K %lld: rows differ between batch "
+           "sizes (%s)",
+           oct_linear_kernel_name(oct_linear_get_kernel(l)), (int)ws, (int)act, (long long)N,
+           (long long)K, bad & 1 ? "alone vs 41" : "5 vs 41");
     oct_linear_free(l);
     free(w), free(x), free(y), free(y1), free(q), free(wb), free(sc);
 }

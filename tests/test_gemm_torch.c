@@ -26,8 +26,9 @@ static void test_torch_scaled_mm(void)
     const char *path = testlib_fixture("gemm_torch.bin");
     size_t size = 0;
     unsigned char *buf = testlib_read_file(path, &size);
-    CHECKF(buf != NULL, "fixture %s missing: run `python3 tools/make_gemm_fixtures.py DIR` on "
-                        "the GPU machine and copy DIR/gemm_torch.bin.gz to tests/fixtures/",
+    CHECKF(buf != NULL,
+           "fixture %s missing: run `python3 tools/make_gemm_fixtures.py DIR` on "
+           "the GPU machine and copy DIR/gemm_torch.bin.gz to tests/fixtures/",
            path);
     if (!buf)
         return;
@@ -90,7 +91,9 @@ static void test_torch_scaled_mm(void)
                     double got = (double)y[m * N + n];
                     if (!(fabs(got - want) <= tol)) {
                         bad++;
-                        CHECKF(false, "%s case %u (M=%lld N=%lld K=%lld mode %u) at (%lld,%lld): torch %.6g ours %.6g",
+                        CHECKF(false,
+                               "%s case %u (M=%lld N=%lld K=%lld mode %u) at (%lld,%lld): torch "
+                               "%.6g ours %.6g",
                                oct_cpu_level_str(levels[li]), c, (long long)M, (long long)N,
                                (long long)K, mode, (long long)m, (long long)n, want, got);
                     }

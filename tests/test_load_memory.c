@@ -47,7 +47,8 @@ static int child_main(const char *dir)
         uint64_t u = 0; /* the fused unit in BF16: sum of its shards */
         for (int64_t j = 0; j < oct_plan_n_layers(p); j++)
             if (strcmp(oct_plan_layer_at(p, j)->group, l->group) == 0)
-                u += 2u * (uint64_t)oct_plan_layer_at(p, j)->n * (uint64_t)oct_plan_layer_at(p, j)->k;
+                u += 2u * (uint64_t)oct_plan_layer_at(p, j)->n *
+                     (uint64_t)oct_plan_layer_at(p, j)->k;
         largest = u > largest ? u : largest;
     }
     printf("%llu %llu %llu %llu\n", (unsigned long long)oct_plan_model_bytes(p),
@@ -87,15 +88,20 @@ static void test_peak_memory_of_online_quantization(void)
     REQUIRE(rc == 0 && r[0] > 0);
     double bound = ((double)r[0] + (double)r[1]) * 1.10;
     int64_t kvd = s.hidden / s.heads * s.kv_heads;
-    printf("  checkpoint %.0f MB BF16 -> model %.1f MB FP8; largest unit %.1f MB BF16; peak "
-           "predicted %.1f MB, measured %.1f MB; bound %.1f MB%s\n",
-           (double)(s.layers * (2 * s.hidden * s.hidden + 2 * s.hidden * kvd + 3 * s.hidden * s.inter) * 2 +
-                    2 * s.vocab * s.hidden * 2) / 1e6,
-           (double)r[0] / 1e6, (double)r[1] / 1e6, (double)r[2] / 1e6, (double)r[3] / 1e6,
-           bound / 1e6, UNDER_ASAN ? " (not checked under ASan)" : "");
+    printf(
+        "  checkpoint %.0f MB BF16 -> model %.1f MB FP8; largest unit %.1f MB BF16; peak "
+        "predicted %.1f MB, measured %.1f MB; bound %.1f MB%s\n",
+        (double)(s.layers *
+                     (2 * s.hidden * s.hidden + 2 * s.hidden * kvd + 3 * s.hidden * s.inter) * 2 +
+                 2 * s.vocab * s.hidden * 2) /
+            1e6,
+        (double)r[0] / 1e6, (double)r[1] / 1e6, (double)r[2] / 1e6, (double)r[3] / 1e6, bound / 1e6,
+        UNDER_ASAN ? " (not checked under ASan)" : "");
     if (!UNDER_ASAN)
-        CHECKF((double)r[3] <= bound, "peak RSS %.1f MB > FP8 model + largest BF16 layer + 10%% "
-               "= %.1f MB", (double)r[3] / 1e6, bound / 1e6);
+        CHECKF((double)r[3] <= bound,
+               "peak RSS %.1f MB > FP8 model + largest BF16 layer + 10%% "
+               "= %.1f MB",
+               (double)r[3] / 1e6, bound / 1e6);
 }
 
 int main(int argc, char **argv)

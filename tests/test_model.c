@@ -55,8 +55,8 @@ static void check_arch(const char *arch)
         maxd = fmax(maxd, fabs((double)logits[i] - (double)want[i]));
     }
     double range = (double)(hi - lo);
-    printf("  %s: max |logit - transformers| = %.3g, logit range %.3g (ratio %.2g)\n", arch,
-           maxd, range, maxd / range);
+    printf("  %s: max |logit - transformers| = %.3g, logit range %.3g (ratio %.2g)\n", arch, maxd,
+           range, maxd / range);
     CHECKF(maxd <= 1e-3 * range, "%s: max abs error %g > 1e-3 x range %g", arch, maxd, range);
     /* greedy continuation, one token at a time through the KV cache */
     const float *last = logits + (T - 1) * V;
@@ -67,8 +67,8 @@ static void check_arch(const char *arch)
             if (last[v] > last[best])
                 best = v;
         tok = (int32_t)best;
-        CHECKF(tok == greedy[g], "%s: greedy token %lld: %d, transformers %d", arch,
-               (long long)g, tok, greedy[g]);
+        CHECKF(tok == greedy[g], "%s: greedy token %lld: %d, transformers %d", arch, (long long)g,
+               tok, greedy[g]);
         int32_t sq = 0;
         int64_t p = T + g;
         CHECK_OK(oct_session_forward(sess, 1, &tok, &sq, &p, NULL, logits, &err));
@@ -160,13 +160,15 @@ static void test_config_contract(void)
                  "model.layers.0.self_attn.qkv_proj.");
     expect_error("fp8_per_tensor", "{\"linear\": \"int4\"}", "unknown quantization name 'int4'");
     expect_error("online", NULL, "requires at least one of quantization_config.linear");
-    expect_error("fp8_per_block", "{\"linear\": {\"weight\": \"fp8_per_block_static\", "
-                                  "\"activation\": \"fp8_per_token\"}}",
+    expect_error("fp8_per_block",
+                 "{\"linear\": {\"weight\": \"fp8_per_block_static\", "
+                 "\"activation\": \"fp8_per_token\"}}",
                  "activation override");
     expect_error("fp8_per_block", "{\"linear\": \"fp8_per_token\"}",
                  "online quantization for Linear with weight=fp8_per_token is not supported");
     expect_error("fp8_per_block", "{\"global_scheme\": \"mxfp8\"}",
-                 "quantization='fp8_per_block' conflicts with quantization_config['global_scheme']='mxfp8'.");
+                 "quantization='fp8_per_block' conflicts with "
+                 "quantization_config['global_scheme']='mxfp8'.");
     expect_error("fp8_per_block", "{\"lineaar\": \"mxfp8\"}", "unknown key \"lineaar\"");
     expect_error("int8", NULL, "not an online FP8 method");
     /* current schema: explicit slot wins, the shorthand fills the rest */
@@ -176,8 +178,9 @@ static void test_config_contract(void)
     CHECK(strcmp(find(p, "model.layers.0.mlp.down_proj")->scheme, "mxfp8") == 0);
     oct_plan_free(p);
     /* legacy schema */
-    REQUIRE(plan("online", "{\"global_scheme\": \"fp8_per_tensor\", \"linear_scheme_override\": "
-                           "\"fp8_per_block\"}",
+    REQUIRE(plan("online",
+                 "{\"global_scheme\": \"fp8_per_tensor\", \"linear_scheme_override\": "
+                 "\"fp8_per_block\"}",
                  &p, &err) == OCT_OK);
     CHECK(strcmp(find(p, "model.layers.0.mlp.down_proj")->scheme, "fp8_per_block") == 0);
     oct_plan_free(p);

@@ -15,8 +15,8 @@
 #include "octet.h"
 #include "testlib.h"
 
-static const char *k_models[] = {"mixtral",         "qwen3_moe",         "granitemoe",
-                                 "mixtral_fused",   "qwen3_moe_fused",   "granitemoe_fused"};
+static const char *k_models[] = {"mixtral",       "qwen3_moe",       "granitemoe",
+                                 "mixtral_fused", "qwen3_moe_fused", "granitemoe_fused"};
 
 static oct_model *load(const char *dir, const char *q, const char *cfg, const char *dtype,
                        oct_error *err)
@@ -345,8 +345,8 @@ static void test_online_moe_runs(void)
             printf("  %s %s: top-1 agreement %d/16, mean |dlogit| %.3g, max %.3g (range %.3g)\n",
                    models[mi], schemes[si], agree, mean, maxd, range);
             CHECKF(agree >= 10 && mean < 0.03 * range && maxd < 0.4 * range,
-                   "%s %s: agreement %d, mean diff %g, max diff %g", models[mi], schemes[si],
-                   agree, mean, maxd);
+                   "%s %s: agreement %d, mean diff %g, max diff %g", models[mi], schemes[si], agree,
+                   mean, maxd);
             free(got);
             oct_model_free(m);
         }
@@ -379,8 +379,7 @@ static void test_prequantized_per_expert(void)
     REQUIRE(mkdtemp(out));
     oct_error err;
     oct_checkpoint *src = NULL;
-    REQUIRE(oct_checkpoint_open("tests/fixtures/models/model_mixtral", NULL, &src, &err) ==
-            OCT_OK);
+    REQUIRE(oct_checkpoint_open("tests/fixtures/models/model_mixtral", NULL, &src, &err) == OCT_OK);
     oct_export_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.scheme = OCT_EXPORT_FP8_DYNAMIC;
@@ -414,8 +413,7 @@ static void test_prequantized_per_expert(void)
 }
 
 /* A copy of a fixture folder with config.json edited (one substring replaced). */
-static bool edited_copy(const char *model, const char *from, const char *to, char *out,
-                        size_t cap)
+static bool edited_copy(const char *model, const char *from, const char *to, char *out, size_t cap)
 {
     char src[256], path[600];
     snprintf(src, sizeof src, "tests/fixtures/models/model_%s", model);

@@ -284,8 +284,8 @@ static void test_paths_agree(void)
                       (int)((seed >> 20) % 12) - 6);
     }
     for (int64_t c = 0; c < C; c++)
-        x[5 * C + c] = 0.0f;          /* zero row: zero blocks / groups */
-    x[130 * C + 3] = NAN; /* NaN in block row 1 */
+        x[5 * C + c] = 0.0f; /* zero row: zero blocks / groups */
+    x[130 * C + 3] = NAN;    /* NaN in block row 1 */
     x[200 + 7 * C] = -INFINITY;
     x[2 * C + 300] = -NAN;
     size_t n = (size_t)(R * C);
@@ -307,8 +307,11 @@ static void test_paths_agree(void)
                 case 4: oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_CT, x, R, Cmx, q, e); break;
                 }
             }
-            size_t ns = kind == 0 ? 1 : kind == 1 ? (size_t)R : kind == 2 ? (size_t)(R * 5)
-                        : kind == 3 ? 10 : 0;
+            size_t ns = kind == 0   ? 1
+                        : kind == 1 ? (size_t)R
+                        : kind == 2 ? (size_t)(R * 5)
+                        : kind == 3 ? 10
+                                    : 0;
             size_t nq = kind == 4 ? (size_t)(R * Cmx) : n;
             CHECKF(memcmp(q0, q1, nq) == 0, "level %d kind %d: codes differ", lvl, kind);
             CHECKF(kind == 4 ? memcmp(e0, e1, nq / 32) == 0 : cmp_f32("scales", s0, s1, ns) == 0,

@@ -206,8 +206,8 @@ static void parse_raw(char *raw, size_t n, resp *r)
 
 /* One request on a fresh connection ("Connection: close").  auth: NULL for
  * none.  Returns false when the connection failed. */
-static bool http(int port, const char *method, const char *path, const char *auth,
-                 const char *body, resp *r)
+static bool http(int port, const char *method, const char *path, const char *auth, const char *body,
+                 resp *r)
 {
     memset(r, 0, sizeof *r);
     int fd = dial(port);
@@ -348,10 +348,22 @@ static bool g_a_up;
 
 static void test_start_a(void)
 {
-    static const char *const args[] = {"--api-key",        API_KEY, "--max-model-len", "512",
-                                       "--max-body-bytes", "65536", "--max-header-bytes", "4096",
-                                       "--idle-timeout",   "1",     "--max-json-depth", "16",
-                                       "--max-n",          "4",     "--max-num-seqs",   "8",
+    static const char *const args[] = {"--api-key",
+                                       API_KEY,
+                                       "--max-model-len",
+                                       "512",
+                                       "--max-body-bytes",
+                                       "65536",
+                                       "--max-header-bytes",
+                                       "4096",
+                                       "--idle-timeout",
+                                       "1",
+                                       "--max-json-depth",
+                                       "16",
+                                       "--max-n",
+                                       "4",
+                                       "--max-num-seqs",
+                                       "8",
                                        NULL};
     REQUIRE(server_start(&g_a, "test_server_a", args));
     g_a_up = true;
@@ -551,8 +563,8 @@ static void test_sampling_fields(void)
     CHECK_EQ_INT(json_array_size(json_object_get(e0, "top_logprobs")), 2);
     /* At temperature 0 the chosen token is the most likely one. */
     CHECK(json_real_value(json_object_get(e0, "logprob")) ==
-          json_real_value(json_object_get(json_array_get(json_object_get(e0, "top_logprobs"), 0),
-                                          "logprob")));
+          json_real_value(
+              json_object_get(json_array_get(json_object_get(e0, "top_logprobs"), 0), "logprob")));
     json_decref(o);
     resp_free(&r);
 }
@@ -673,11 +685,14 @@ static void test_metrics_text(void)
     resp r;
     REQUIRE(http(g_a.port, "GET", "/metrics", NULL, NULL, &r));
     CHECK_EQ_INT(r.status, 200);
-    static const char *names[] = {
-        "# TYPE octet_requests_total counter", "octet_prompt_tokens_total{",
-        "octet_generation_tokens_total{", "octet_time_to_first_token_seconds_bucket{",
-        "octet_inter_token_latency_seconds_count{", "octet_kv_cache_usage_ratio{",
-        "octet_num_requests_waiting{", "le=\"+Inf\""};
+    static const char *names[] = {"# TYPE octet_requests_total counter",
+                                  "octet_prompt_tokens_total{",
+                                  "octet_generation_tokens_total{",
+                                  "octet_time_to_first_token_seconds_bucket{",
+                                  "octet_inter_token_latency_seconds_count{",
+                                  "octet_kv_cache_usage_ratio{",
+                                  "octet_num_requests_waiting{",
+                                  "le=\"+Inf\""};
     for (size_t i = 0; i < OCT_ARRAY_LEN_T(names); i++)
         CHECKF(strstr(r.body, names[i]) != NULL, "missing %s", names[i]);
     resp_free(&r);
@@ -744,10 +759,12 @@ static void *bg_main(void *arg)
 static void test_graceful_shutdown(void)
 {
     REQUIRE(g_a_up);
-    bg b = {g_a.port, "/v1/completions",
+    bg b = {g_a.port,
+            "/v1/completions",
             "{\"prompt\":\"Once\",\"max_tokens\":60,\"temperature\":0,\"ignore_eos\":true,"
             "\"stream\":true}",
-            {0, NULL, 0}, false};
+            {0, NULL, 0},
+            false};
     pthread_t t;
     pthread_create(&t, NULL, bg_main, &b);
     usleep(100000);
@@ -788,8 +805,15 @@ static void *par_main(void *arg)
 
 static void test_concurrency_matches_serial(void)
 {
-    const char *args[] = {"--max-num-seqs", "32", "--max-model-len", "256",
-                          "--kv-cache-tokens", "768", "--max-num-batched-tokens", "128", NULL};
+    const char *args[] = {"--max-num-seqs",
+                          "32",
+                          "--max-model-len",
+                          "256",
+                          "--kv-cache-tokens",
+                          "768",
+                          "--max-num-batched-tokens",
+                          "128",
+                          NULL};
     server s;
     REQUIRE(server_start(&s, "test_server_b", args));
     static par p[N_PAR];

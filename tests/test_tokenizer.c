@@ -12,11 +12,11 @@
 /* A GPT-2 style byte-level tokenizer: ids 0..255 are the byte stand-ins in
  * byte order, then the merges below with ids 256.. in order. */
 static const char *const k_bl_merges[][2] = {
-    {"\xC4\xA0", "t"},  /* 256 Ġt */
-    {"h", "e"},         /* 257 he */
+    {"\xC4\xA0", "t"},   /* 256 Ġt */
+    {"h", "e"},          /* 257 he */
     {"\xC4\xA0t", "he"}, /* 258 Ġthe */
-    {"l", "l"},         /* 259 ll */
-    {"ll", "o"},        /* 260 llo */
+    {"l", "l"},          /* 259 ll */
+    {"ll", "o"},         /* 260 llo */
 };
 
 static char *bytelevel_json(bool ignore_merges, const char *added_extra)
@@ -38,9 +38,8 @@ static char *bytelevel_json(bool ignore_merges, const char *added_extra)
         json_array_append_new(pair, json_string(k_bl_merges[i][1]));
         json_array_append_new(merges, pair);
     }
-    json_t *model = json_pack("{s:s, s:o, s:o, s:b, s:b}", "type", "BPE", "vocab", vocab,
-                              "merges", merges, "ignore_merges", ignore_merges, "byte_fallback",
-                              0);
+    json_t *model = json_pack("{s:s, s:o, s:o, s:b, s:b}", "type", "BPE", "vocab", vocab, "merges",
+                              merges, "ignore_merges", ignore_merges, "byte_fallback", 0);
     char added[2048];
     snprintf(added, sizeof added,
              "[{\"id\": 300, \"content\": \"<|end|>\", \"special\": true, \"normalized\": false,"
@@ -48,11 +47,11 @@ static char *bytelevel_json(bool ignore_merges, const char *added_extra)
              added_extra ? added_extra : "");
     json_error_t je;
     json_t *root = json_pack(
-        "{s:s, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:{s:s}, s:{s:s, s:b, s:b, s:b}, s:o}",
-        "version", "1.0", "added_tokens", json_loads(added, 0, &je), "normalizer",
-        "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
-        "use_regex", 1, "post_processor", "type", "ByteLevel", "decoder", "type", "ByteLevel",
-        "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1, "model", model);
+        "{s:s, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:{s:s}, s:{s:s, s:b, s:b, s:b}, s:o}", "version",
+        "1.0", "added_tokens", json_loads(added, 0, &je), "normalizer", "pre_tokenizer", "type",
+        "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1, "post_processor",
+        "type", "ByteLevel", "decoder", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets",
+        1, "use_regex", 1, "model", model);
     char *s = json_dumps(root, 0);
     json_decref(root);
     return s;
@@ -62,8 +61,8 @@ static oct_tokenizer *load_str(const char *json, const char *config)
 {
     oct_tokenizer *t = NULL;
     oct_error err;
-    oct_status st = oct_tokenizer_load_json(json, strlen(json), config,
-                                            config ? strlen(config) : 0, &t, &err);
+    oct_status st =
+        oct_tokenizer_load_json(json, strlen(json), config, config ? strlen(config) : 0, &t, &err);
     if (st != OCT_OK)
         fprintf(stderr, "load failed: %s\n", err.message);
     return t;
@@ -87,17 +86,17 @@ static void print_ids(const char *what, const oct_token_ids *ids)
     fprintf(stderr, "\n");
 }
 
-#define CHECK_ENC(tok, text, special, ...)                                                 \
-    do {                                                                                   \
-        const int32_t want_[] = {__VA_ARGS__};                                             \
-        oct_token_ids got_ = {0};                                                          \
-        oct_error e_;                                                                      \
-        CHECK_OK(oct_tokenizer_encode(tok, text, strlen(text), special, &got_, &e_));      \
-        bool ok_ = ids_eq(&got_, want_, (int64_t)OCT_ARRAY_LEN(want_));                    \
-        CHECKF(ok_, "encode(\"%s\")", text);                                              \
-        if (!ok_)                                                                          \
-            print_ids("got", &got_);                                                       \
-        oct_token_ids_free(&got_);                                                         \
+#define CHECK_ENC(tok, text, special, ...)                                                         \
+    do {                                                                                           \
+        const int32_t want_[] = {__VA_ARGS__};                                                     \
+        oct_token_ids got_ = {0};                                                                  \
+        oct_error e_;                                                                              \
+        CHECK_OK(oct_tokenizer_encode(tok, text, strlen(text), special, &got_, &e_));              \
+        bool ok_ = ids_eq(&got_, want_, (int64_t)OCT_ARRAY_LEN(want_));                            \
+        CHECKF(ok_, "encode(\"%s\")", text);                                                       \
+        if (!ok_)                                                                                  \
+            print_ids("got", &got_);                                                               \
+        oct_token_ids_free(&got_);                                                                 \
     } while (0)
 
 static void check_decode(const oct_tokenizer *t, const int32_t *ids, int64_t n, bool skip,
@@ -263,24 +262,23 @@ static char *sp_json(bool metaspace)
     const char *toks[] = {"\xE2\x96\x81", "h", "i", "\xE2\x96\x81h", "\xE2\x96\x81hi"};
     for (int i = 0; i < 5; i++)
         json_object_set_new(vocab, toks[i], json_integer(259 + i));
-    json_t *model = json_pack("{s:s, s:o, s:[s, s], s:s, s:b, s:b, s:b}", "type", "BPE",
-                              "vocab", vocab, "merges", "\xE2\x96\x81 h", "\xE2\x96\x81h i",
-                              "unk_token", "<unk>", "fuse_unk", 1, "byte_fallback", 1,
-                              "ignore_merges", 0);
+    json_t *model = json_pack("{s:s, s:o, s:[s, s], s:s, s:b, s:b, s:b}", "type", "BPE", "vocab",
+                              vocab, "merges", "\xE2\x96\x81 h", "\xE2\x96\x81h i", "unk_token",
+                              "<unk>", "fuse_unk", 1, "byte_fallback", 1, "ignore_merges", 0);
     json_error_t je;
-    json_t *added = json_loads(
-        "[{\"id\":0,\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,"
-        "\"rstrip\":false,\"normalized\":false,\"special\":true},"
-        "{\"id\":1,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,"
-        "\"rstrip\":false,\"normalized\":false,\"special\":true},"
-        "{\"id\":2,\"content\":\"</s>\",\"single_word\":false,\"lstrip\":false,"
-        "\"rstrip\":false,\"normalized\":false,\"special\":true}]",
-        0, &je);
+    json_t *added =
+        json_loads("[{\"id\":0,\"content\":\"<unk>\",\"single_word\":false,\"lstrip\":false,"
+                   "\"rstrip\":false,\"normalized\":false,\"special\":true},"
+                   "{\"id\":1,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":false,"
+                   "\"rstrip\":false,\"normalized\":false,\"special\":true},"
+                   "{\"id\":2,\"content\":\"</s>\",\"single_word\":false,\"lstrip\":false,"
+                   "\"rstrip\":false,\"normalized\":false,\"special\":true}]",
+                   0, &je);
     json_t *norm, *pre;
     if (metaspace) {
         norm = json_null();
-        pre = json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement",
-                        "\xE2\x96\x81", "prepend_scheme", "first", "split", 0);
+        pre = json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", "\xE2\x96\x81",
+                        "prepend_scheme", "first", "split", 0);
     } else {
         norm = json_loads("{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\","
                           "\"prepend\":\"\\u2581\"},{\"type\":\"Replace\",\"pattern\":"
@@ -298,9 +296,9 @@ static char *sp_json(bool metaspace)
         "\"\\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
         "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}",
         0, &je);
-    json_t *root = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "added_tokens", added,
-                             "normalizer", norm, "pre_tokenizer", pre, "post_processor", post,
-                             "decoder", dec, "model", model);
+    json_t *root =
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "added_tokens", added, "normalizer", norm,
+                  "pre_tokenizer", pre, "post_processor", post, "decoder", dec, "model", model);
     char *s = json_dumps(root, 0);
     json_decref(root);
     return s;
@@ -381,10 +379,10 @@ static void pieces_of(const char *pre_json, const char *text, const char *const 
     tok_pre_free(p);
 }
 
-#define PIECES(pre, text, ...)                                                             \
-    do {                                                                                   \
-        const char *const w_[] = {__VA_ARGS__};                                            \
-        pieces_of(pre, text, w_, OCT_ARRAY_LEN(w_));                                       \
+#define PIECES(pre, text, ...)                                                                     \
+    do {                                                                                           \
+        const char *const w_[] = {__VA_ARGS__};                                                    \
+        pieces_of(pre, text, w_, OCT_ARRAY_LEN(w_));                                               \
     } while (0)
 
 static const char k_llama3_split[] =
@@ -394,7 +392,7 @@ static const char k_llama3_split[] =
 
 static void test_split_behaviors(void)
 {
-#define SPLIT_SPACE(b)                                                                     \
+#define SPLIT_SPACE(b)                                                                             \
     "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"" b "\",\"invert\":false}"
     PIECES(SPLIT_SPACE("Removed"), "a b  c", "a", "b", "c");
     PIECES(SPLIT_SPACE("Isolated"), "a b  c", "a", " ", "b", " ", " ", "c");
@@ -404,8 +402,7 @@ static void test_split_behaviors(void)
     PIECES("{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\","
            "\"invert\":true}",
            "a b  c", " ", " ", " ");
-    PIECES("{\"type\":\"Digits\",\"individual_digits\":true}", "a12b3", "a", "1", "2", "b",
-           "3");
+    PIECES("{\"type\":\"Digits\",\"individual_digits\":true}", "a12b3", "a", "1", "2", "b", "3");
     PIECES("{\"type\":\"Digits\",\"individual_digits\":false}", "a12b3", "a", "12", "b", "3");
     PIECES("{\"type\":\"Whitespace\"}", "hi, you!  ok", "hi", ",", "you", "!", "ok");
     PIECES("{\"type\":\"WhitespaceSplit\"}", " hi,\tyou ", "hi,", "you");
@@ -429,7 +426,10 @@ static void test_llama3_regex(void)
              "{\"type\":\"Sequence\",\"pretokenizers\":[%s,{\"type\":\"ByteLevel\","
              "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}",
              k_llama3_split);
-    PIECES(seq, "a b\n", "a", "\xC4\xA0" "b", "\xC4\x8A");
+    PIECES(seq, "a b\n", "a",
+           "\xC4\xA0"
+           "b",
+           "\xC4\x8A");
 }
 
 /* ---------------------------------------------------- internal: unicode */
@@ -445,19 +445,22 @@ static void check_nf(tok_nf_form f, const char *in, const char *want)
 
 static void test_unicode_normalization(void)
 {
-    check_nf(TOK_NF_C, "e\xCC\x81", "\xC3\xA9");                  /* e + acute -> é */
+    check_nf(TOK_NF_C, "e\xCC\x81", "\xC3\xA9"); /* e + acute -> é */
     check_nf(TOK_NF_D, "\xC3\xA9", "e\xCC\x81");
     check_nf(TOK_NF_C, "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", "\xEA\xB0\x81"); /* Hangul LVT */
     check_nf(TOK_NF_D, "\xEA\xB0\x81", "\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");
     check_nf(TOK_NF_C, "a\xCC\x82\xCC\xA3", "\xE1\xBA\xAD"); /* reordered marks compose */
     check_nf(TOK_NF_C, "\xC3\x85\xCC\x81", "\xC7\xBA");
-    check_nf(TOK_NF_C, "\xEF\xAC\x81", "\xEF\xAC\x81");        /* ﬁ kept by NFC */
-    check_nf(TOK_NF_KC, "\xEF\xAC\x81\xE2\x91\xA0", "fi1");   /* ﬁ① -> fi1 */
+    check_nf(TOK_NF_C, "\xEF\xAC\x81", "\xEF\xAC\x81");     /* ﬁ kept by NFC */
+    check_nf(TOK_NF_KC, "\xEF\xAC\x81\xE2\x91\xA0", "fi1"); /* ﬁ① -> fi1 */
     check_nf(TOK_NF_C, "x\xCC\x81\xCC\x80", "x\xCC\x81\xCC\x80");
     check_nf(TOK_NF_C, "plain ascii", "plain ascii");
     tok_buf out = {0};
-    CHECK(tok_unicode_lowercase("\xC4\xB0\xCE\xA3" "A", 5, &out));
-    CHECK(out.data && strcmp(out.data, "i\xCC\x87\xCF\x83" "a") == 0);
+    CHECK(tok_unicode_lowercase("\xC4\xB0\xCE\xA3"
+                                "A",
+                                5, &out));
+    CHECK(out.data && strcmp(out.data, "i\xCC\x87\xCF\x83"
+                                       "a") == 0);
     tok_buf_free(&out);
 }
 
@@ -469,9 +472,13 @@ static void test_utf8_lossy(void)
         const char *want;
     } cases[] = {
         {"ab", 2, "ab"},
-        {"\xE2\x82", 2, "\xEF\xBF\xBD"},                /* truncated: one U+FFFD */
-        {"\xF0\x9F\x98" "a", 4, "\xEF\xBF\xBD" "a"},
-        {"\xC0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"},    /* never valid lead */
+        {"\xE2\x82", 2, "\xEF\xBF\xBD"}, /* truncated: one U+FFFD */
+        {"\xF0\x9F\x98"
+         "a",
+         4,
+         "\xEF\xBF\xBD"
+         "a"},
+        {"\xC0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"},                 /* never valid lead */
         {"\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* surrogate */
         {"\xE2\x82\xAC", 3, "\xE2\x82\xAC"},
     };
@@ -503,13 +510,13 @@ static void test_load_errors(void)
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []",
                       OCT_ERR_FORMAT, "line 1");
     expect_load_error("[1, 2]", OCT_ERR_FORMAT, "expected an object");
-    expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}",
-                      OCT_ERR_UNSUPPORTED, "WordPiece");
+    expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", OCT_ERR_UNSUPPORTED,
+                      "WordPiece");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": "
                       "[\"a b\"]}}",
                       OCT_ERR_FORMAT, "model.merges[0]");
-    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}}}",
-                      OCT_ERR_FORMAT, "model.vocab");
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}}}", OCT_ERR_FORMAT,
+                      "model.vocab");
     expect_load_error("{\"normalizer\": {\"type\": \"BertNormalizer\"}, \"model\": {\"type\": "
                       "\"BPE\", \"vocab\": {}}}",
                       OCT_ERR_UNSUPPORTED, "BertNormalizer");
@@ -573,8 +580,8 @@ static void test_fault_injection(void)
         oct_set_allocator(&a);
         oct_tokenizer *t = NULL;
         oct_error e;
-        oct_status st = oct_tokenizer_load_json(j, strlen(j), k_sp_config, strlen(k_sp_config),
-                                                &t, &e);
+        oct_status st =
+            oct_tokenizer_load_json(j, strlen(j), k_sp_config, strlen(k_sp_config), &t, &e);
         if (st == OCT_OK) {
             oct_token_ids ids = {0};
             st = oct_tokenizer_encode(t, "hi h\xC3\xA9", 6, true, &ids, &e);

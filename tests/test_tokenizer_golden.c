@@ -36,8 +36,9 @@ static bool load_all(void)
     const char *path = testlib_fixture("tokenizer_golden.jsonl");
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "FIXTURE MISSING: %s (from tests/fixtures/tokenizer_golden.jsonl.gz; "
-                        "run make test, or tools/make_tokenizer_fixtures.py)\n",
+        fprintf(stderr,
+                "FIXTURE MISSING: %s (from tests/fixtures/tokenizer_golden.jsonl.gz; "
+                "run make test, or tools/make_tokenizer_fixtures.py)\n",
                 path);
         return false;
     }
@@ -194,8 +195,8 @@ static void test_decode_matches_hf(void)
             REQUIRE(t >= 0);
             check_decode(t, json_object_get(rec, "decode"), json_object_get(rec, "dec"), false,
                          &fails[t], "decode(random ids)");
-            check_decode(t, json_object_get(rec, "decode"), json_object_get(rec, "dec_skip"),
-                         true, &fails[t], "decode(random ids)");
+            check_decode(t, json_object_get(rec, "decode"), json_object_get(rec, "dec_skip"), true,
+                         &fails[t], "decode(random ids)");
         }
     }
     for (int t = 0; t < N_TOK; t++)
@@ -220,10 +221,9 @@ static void test_roundtrip_lossless(void)
                                          json_string_length(text), false, &ids, &e) == OCT_OK);
             char *s = NULL;
             size_t len;
-            REQUIRE(oct_tokenizer_decode(g_tok[t], ids.ids, ids.n, false, &s, &len, &e) ==
-                    OCT_OK);
-            bool same = len == json_string_length(text) &&
-                        memcmp(s, json_string_value(text), len) == 0;
+            REQUIRE(oct_tokenizer_decode(g_tok[t], ids.ids, ids.n, false, &s, &len, &e) == OCT_OK);
+            bool same =
+                len == json_string_length(text) && memcmp(s, json_string_value(text), len) == 0;
             if (!same && fails++ < 5)
                 fprintf(stderr, "  %s: round trip of %s gave '%s'\n", k_names[t],
                         json_dumps(text, JSON_ENCODE_ANY), s);

@@ -23,60 +23,58 @@ static int testlib_failed TESTLIB_UNUSED;
 static int testlib_cur_failed TESTLIB_UNUSED;
 static const char *testlib_cur_name TESTLIB_UNUSED;
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d %s: %s\n", __FILE__, __LINE__, testlib_cur_name,    \
-                    #cond);                                                                \
-            testlib_cur_failed++;                                                          \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d %s: %s\n", __FILE__, __LINE__, testlib_cur_name, #cond);   \
+            testlib_cur_failed++;                                                                  \
+        }                                                                                          \
     } while (0)
 
 /* CHECKF(cond, fmt, ...) prints a formatted reason on failure. */
-#define CHECKF(cond, ...)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d %s: %s: ", __FILE__, __LINE__, testlib_cur_name,    \
-                    #cond);                                                                \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            testlib_cur_failed++;                                                          \
-        }                                                                                  \
+#define CHECKF(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d %s: %s: ", __FILE__, __LINE__, testlib_cur_name, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            testlib_cur_failed++;                                                                  \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                                 \
+#define CHECK_EQ_INT(a, b)                                                                         \
     CHECKF((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
 
-#define CHECK_OK(expr)                                                                     \
-    do {                                                                                   \
-        int testlib_st_ = (int)(expr);                                                     \
-        CHECKF(testlib_st_ == 0, "status %d", testlib_st_);                                \
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        int testlib_st_ = (int)(expr);                                                             \
+        CHECKF(testlib_st_ == 0, "status %d", testlib_st_);                                        \
     } while (0)
 
 /* Stop the current test function (after a failed precondition). */
-#define REQUIRE(cond)                                                                      \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "FAIL %s:%d %s: required %s\n", __FILE__, __LINE__,             \
-                    testlib_cur_name, #cond);                                              \
-            testlib_cur_failed++;                                                          \
-            return;                                                                        \
-        }                                                                                  \
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d %s: required %s\n", __FILE__, __LINE__, testlib_cur_name,  \
+                    #cond);                                                                        \
+            testlib_cur_failed++;                                                                  \
+            return;                                                                                \
+        }                                                                                          \
     } while (0)
 
-#define RUN(fn)                                                                            \
-    do {                                                                                   \
-        testlib_cur_name = #fn;                                                            \
-        testlib_cur_failed = 0;                                                            \
-        fn();                                                                              \
-        if (testlib_cur_failed) {                                                          \
-            testlib_failed++;                                                              \
-            printf("not ok %s\n", #fn);                                                    \
-        } else {                                                                           \
-            testlib_passed++;                                                              \
-            printf("ok %s\n", #fn);                                                        \
-        }                                                                                  \
-        fflush(stdout);                                                                    \
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        testlib_cur_name = #fn;                                                                    \
+        testlib_cur_failed = 0;                                                                    \
+        fn();                                                                                      \
+        if (testlib_cur_failed) {                                                                  \
+            testlib_failed++;                                                                      \
+            printf("not ok %s\n", #fn);                                                            \
+        } else {                                                                                   \
+            testlib_passed++;                                                                      \
+            printf("ok %s\n", #fn);                                                                \
+        }                                                                                          \
+        fflush(stdout);                                                                            \
     } while (0)
 
 static inline int testlib_finish(void)

@@ -21,13 +21,13 @@
 #include "kernels/cuda/cuda_api.h"
 #include "octet.h"
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(2);                                                                       \
-        }                                                                                  \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* The context defaults the checks restore after switching paths (linear.cu). */
@@ -262,19 +262,20 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     uint16_t *dy = dalloc((size_t)(m * n) * 2);
     char what[128];
 
-#define RUN_CHECK(label, call)                                                             \
-    do {                                                                                   \
-        CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2)); /* NaN poison */                    \
-        oct_status st_ = (call);                                                           \
-        CK(cudaDeviceSynchronize());                                                       \
-        CK(cudaMemcpy(y, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));                \
-        double e_ = st_ == OCT_OK ? rel_err(y, ref, m * n) : INFINITY;                     \
-        snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld [%s]", label, (long long)m,   \
-                 (long long)n, (long long)k, st_ == OCT_OK ? oct_cuda_ctx_last_kernel(ctx) : oct_status_str(st_)); \
-        if (st_ == OCT_ERR_UNSUPPORTED && strstr(label, " lt"))                            \
-            printf("%-58s skip (cuBLASLt has no kernel)\n", what);                        \
-        else                                                                               \
-            report(what, e_ < 1e-2, "rel err %.2e", e_);                                   \
+#define RUN_CHECK(label, call)                                                                     \
+    do {                                                                                           \
+        CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2)); /* NaN poison */                            \
+        oct_status st_ = (call);                                                                   \
+        CK(cudaDeviceSynchronize());                                                               \
+        CK(cudaMemcpy(y, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));                        \
+        double e_ = st_ == OCT_OK ? rel_err(y, ref, m * n) : INFINITY;                             \
+        snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld [%s]", label, (long long)m,           \
+                 (long long)n, (long long)k,                                                       \
+                 st_ == OCT_OK ? oct_cuda_ctx_last_kernel(ctx) : oct_status_str(st_));             \
+        if (st_ == OCT_ERR_UNSUPPORTED && strstr(label, " lt"))                                    \
+            printf("%-58s skip (cuBLASLt has no kernel)\n", what);                                 \
+        else                                                                                       \
+            report(what, e_ < 1e-2, "rel err %.2e", e_);                                           \
     } while (0)
 
     /* per-token x per-channel */
@@ -283,42 +284,57 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     for (int tma = 0; tma < 2 && k % 128 == 0; tma++) {
         oct_cuda_ctx_set(ctx, "gemv_tma", tma);
         oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 0);
-        RUN_CHECK(tma ? "dyn token gemv(tma)" : "dyn token gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        RUN_CHECK(tma ? "dyn token gemv(tma)" : "dyn token gemv(reg)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_GEMV, NULL));
     }
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 64);
     oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", (int64_t)1 << 40);
     oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 1);
     if (k % 1024 == 0 && m <= 16) {
-        RUN_CHECK("dyn token gemv(fused)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        RUN_CHECK("dyn token gemv(fused)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_GEMV, NULL));
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", 3); /* many tiles per block */
-        RUN_CHECK("dyn token gemv(fused,3 blocks)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        RUN_CHECK("dyn token gemv(fused,3 blocks)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_GEMV, NULL));
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
     }
     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
     oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", FUSED_MAX_MK_DEFAULT);
     oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 0);
-    RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
+                                                      0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
-    oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk, NULL, ref);
+    oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk,
+                      NULL, ref);
     for (int tma = 0; tma < 2 && k % 128 == 0; tma++) {
         oct_cuda_ctx_set(ctx, "gemv_tma", tma);
-        RUN_CHECK(tma ? "dyn block gemv(tma)" : "dyn block gemv(reg)", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_GEMV, NULL));
+        RUN_CHECK(tma ? "dyn block gemv(tma)" : "dyn block gemv(reg)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
+                                          OCT_CUDA_PATH_GEMV, NULL));
     }
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
-    RUN_CHECK("dyn block lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
-    RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
+    RUN_CHECK("dyn block lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
+                                                      dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
+                                                        dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
     /* per-tensor, pre-quantized */
     {
         float st, sw1;
         uint8_t *qw = malloc((size_t)(n * k));
         oct_quant_tensor(OCT_FP8_E4M3FN, xf, (size_t)(m * k), qa, &st);
         oct_quant_tensor(OCT_FP8_E4M3FN, w.wf, (size_t)(n * k), qw, &sw1);
-        oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_TENSOR, &st, qw, OCT_SCALE_TENSOR, &sw1, NULL, ref);
+        oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_TENSOR, &st, qw, OCT_SCALE_TENSOR, &sw1, NULL,
+                          ref);
         uint8_t *dqa = dput(qa, (size_t)(m * k)), *dqw = dput(qw, (size_t)(n * k));
         float *dst = dput(&st, 4), *dsw = dput(&sw1, 4);
-        RUN_CHECK("prequant tensor lt", oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dqw, OCT_SCALE_TENSOR, dsw, dy, OCT_CUDA_PATH_LT, NULL));
+        RUN_CHECK("prequant tensor lt",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dqw, OCT_SCALE_TENSOR,
+                                    dsw, dy, OCT_CUDA_PATH_LT, NULL));
         cudaFree(dqa);
         cudaFree(dqw);
         cudaFree(dst);
@@ -366,7 +382,8 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
 /* The fused-quantization kernel must give exactly the bytes of quantizer +
  * streaming kernel (same codes, scales, chunk order and reduction), also with an
  * amax bound and with NaN / Inf rows (NaN outputs compare as NaN). */
-static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float ub, int ctas)
+static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float ub,
+                              int ctas)
 {
     wset w;
     make_w(&w, n, k);
@@ -390,7 +407,8 @@ static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
         oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 1);
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", f ? ctas : 0);
         CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));
-        st[f] = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dw, OCT_SCALE_ROW, ds, ub, dy, OCT_CUDA_PATH_GEMV, NULL);
+        st[f] = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dw, OCT_SCALE_ROW, ds, ub, dy,
+                                        OCT_CUDA_PATH_GEMV, NULL);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(f ? y1 : y0, dy, (size_t)(m * n) * 2, cudaMemcpyDeviceToHost));
         if (f)
@@ -428,10 +446,22 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum { T_DYN_AUTO, T_DYN_GEMV, T_DYN_GEMV_OLD, T_DYN_GEMV_TMA, T_DYN_LT, T_BLK_AUTO, T_W8A16, T_QUANT, T_COUNT };
-static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv", "gemv_old", "gemv_tma", "dyn_lt", "block_auto", "w8a16", "quant_only"};
+enum {
+    T_DYN_AUTO,
+    T_DYN_GEMV,
+    T_DYN_GEMV_OLD,
+    T_DYN_GEMV_TMA,
+    T_DYN_LT,
+    T_BLK_AUTO,
+    T_W8A16,
+    T_QUANT,
+    T_COUNT
+};
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv",   "gemv_old", "gemv_tma",
+                                             "dyn_lt",   "block_auto", "w8a16",    "quant_only"};
 
-static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm, FILE *csv)
+static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm,
+                       FILE *csv)
 {
     const size_t wbytes = (size_t)(n * k);
     int copies = (int)((((size_t)512 << 20) + wbytes - 1) / wbytes);
@@ -468,7 +498,8 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
         const int64_t m = ms[mi];
         printf("%6lld %5lldx%-6lld", (long long)m, (long long)k, (long long)n);
         for (int t = 0; t < T_COUNT; t++) {
-            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_OLD || t == T_DYN_GEMV_TMA || t == T_W8A16) && m > 64) {
+            if ((t == T_DYN_GEMV || t == T_DYN_GEMV_OLD || t == T_DYN_GEMV_TMA || t == T_W8A16) &&
+                m > 64) {
                 printf(" %10s", "-");
                 continue;
             }
@@ -479,22 +510,36 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
                 const uint8_t *w = dw[(r + 3) % copies];
                 CK(cudaEventRecord(e0, NULL));
                 switch (t) {
-                case T_DYN_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
-                case T_DYN_GEMV: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL); break;
+                case T_DYN_AUTO:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_AUTO, NULL);
+                    break;
+                case T_DYN_GEMV:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_GEMV, NULL);
+                    break;
                 case T_DYN_GEMV_OLD:
                     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", 0);
                     oct_cuda_ctx_set(ctx, "gemv_evict_first", 0);
-                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_GEMV, NULL);
                     oct_cuda_ctx_set(ctx, "gemv_fused_max_m", FUSED_MAX_M_DEFAULT);
                     oct_cuda_ctx_set(ctx, "gemv_evict_first", EVICT_FIRST_DEFAULT);
                     break;
                 case T_DYN_GEMV_TMA:
                     oct_cuda_ctx_set(ctx, "gemv_tma", 1);
-                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_GEMV, NULL);
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_GEMV, NULL);
                     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
                     break;
-                case T_DYN_LT: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy, OCT_CUDA_PATH_LT, NULL); break;
-                case T_BLK_AUTO: st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0, dy, OCT_CUDA_PATH_AUTO, NULL); break;
+                case T_DYN_LT:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_LT, NULL);
+                    break;
+                case T_BLK_AUTO:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0,
+                                                 dy, OCT_CUDA_PATH_AUTO, NULL);
+                    break;
                 case T_W8A16: st = oct_cuda_gemv_w8a16(m, n, k, dx, w, dsr, dy, NULL); break;
                 case T_QUANT: st = oct_cuda_quant_rows_bf16(dx, m, k, 0, dq, dqs, NULL); break;
                 }
@@ -511,8 +556,9 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
             const double us = times[reps / 2] * 1e3;
             printf(" %10.1f", us);
             if (csv)
-                fprintf(csv, "%lld,%lld,%lld,%s,%.2f,%.1f\n", (long long)m, (long long)k, (long long)n,
-                        k_tname[t], us, t == T_QUANT ? 0.0 : (double)wbytes / (us * 1e-6) / 1e9);
+                fprintf(csv, "%lld,%lld,%lld,%s,%.2f,%.1f\n", (long long)m, (long long)k,
+                        (long long)n, k_tname[t], us,
+                        t == T_QUANT ? 0.0 : (double)wbytes / (us * 1e-6) / 1e9);
         }
         printf("\n");
     }
@@ -573,8 +619,8 @@ int main(int argc, char **argv)
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
-    printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n", g_pass,
-           g_fail, g_nan_sign);
+    printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n",
+           g_pass, g_fail, g_nan_sign);
     if (!check_only) {
         FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
         if (csv)
@@ -586,7 +632,8 @@ int main(int argc, char **argv)
             printf(" %10s", k_tname[t]);
         printf("\n");
         for (int s = 0; s < 4; s++)
-            time_shape(ctx, shapes[s][0], shapes[s][1], ms, quick ? 4 : (int)(sizeof ms / sizeof ms[0]), csv);
+            time_shape(ctx, shapes[s][0], shapes[s][1], ms,
+                       quick ? 4 : (int)(sizeof ms / sizeof ms[0]), csv);
         if (csv)
             fclose(csv);
     }

@@ -23,6 +23,7 @@ int cli_bench(int argc, char **argv)
         return bench_model_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve_load") == 0)
         return bench_serve_load_main(argc - 1, argv + 1);
-    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model, serve_load)\n", argv[1]);
+    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model, serve_load)\n",
+            argv[1]);
     return 2;
 }

@@ -311,7 +311,8 @@ int cli_eval(int argc, char **argv)
         json_object_set_new(o, "window", json_integer(window));
         json_object_set_new(o, "prefill_tok_s", json_real(tok_s));
         json_object_set_new(o, "scheme", json_string(oct_plan_summary(plan)));
-        json_object_set_new(o, "weight_bytes", json_integer((json_int_t)oct_plan_model_bytes(plan)));
+        json_object_set_new(o, "weight_bytes",
+                            json_integer((json_int_t)oct_plan_model_bytes(plan)));
         if (b.m) {
             double pb = exp(b.nll / (double)scored);
             json_object_set_new(o, "ppl_bf16", json_real(pb));

@@ -149,8 +149,8 @@ static int round_trip(int64_t N, int64_t K)
            "rel Frob", "MB", "ms");
     for (int i = 0; i < nr; i++)
         printf("%-26s %-16s %9.2f %11.3g %10.4f %9.2f %9.2f\n", rows[i].scheme, rows[i].scales,
-               rows[i].err.sqnr_db, rows[i].err.max_abs, rows[i].err.rel_fro,
-               rows[i].bytes / 1e6, rows[i].ms);
+               rows[i].err.sqnr_db, rows[i].err.max_abs, rows[i].err.rel_fro, rows[i].bytes / 1e6,
+               rows[i].ms);
     free(w), free(d), free(q), free(e8), free(s);
     return 0;
 }
@@ -183,8 +183,7 @@ int cli_cpu(int argc, char **argv)
            "avx512bf16=%d avx512vbmi=%d neon=%d\n",
            f->avx2, f->fma, f->f16c, f->avx512f, f->avx512bw, f->avx512vl, f->avx512dq,
            f->avx512bf16, f->avx512vbmi, f->neon);
-    printf("max level: %s, active level: %s, threads: %d\n",
-           oct_cpu_level_str(oct_cpu_level_max()), oct_cpu_level_str(oct_cpu_level_get()),
-           oct_threads_get());
+    printf("max level: %s, active level: %s, threads: %d\n", oct_cpu_level_str(oct_cpu_level_max()),
+           oct_cpu_level_str(oct_cpu_level_get()), oct_threads_get());
     return 0;
 }

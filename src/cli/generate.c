@@ -18,17 +18,18 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: octet generate --model DIR (--prompt TEXT | --prompt-ids \"1,2,3\") [options]\n"
-            "%s"
-            "  --chat                      wrap the prompt in the model's chat template\n"
-            "  --max-tokens N              tokens to generate (default 64)\n"
-            "  --temperature T             0 = greedy (default 0.8)\n"
-            "  --top-p P  --top-k K  --min-p P  --seed S\n"
-            "  --repetition-penalty R  --presence-penalty P  --frequency-penalty F\n"
-            "  --ignore-eos                keep going past end-of-sequence tokens\n"
-            "  --json                      one JSON object: prompt_ids, output_ids, text, timings\n",
-            model_args_usage());
+    fprintf(
+        f,
+        "usage: octet generate --model DIR (--prompt TEXT | --prompt-ids \"1,2,3\") [options]\n"
+        "%s"
+        "  --chat                      wrap the prompt in the model's chat template\n"
+        "  --max-tokens N              tokens to generate (default 64)\n"
+        "  --temperature T             0 = greedy (default 0.8)\n"
+        "  --top-p P  --top-k K  --min-p P  --seed S\n"
+        "  --repetition-penalty R  --presence-penalty P  --frequency-penalty F\n"
+        "  --ignore-eos                keep going past end-of-sequence tokens\n"
+        "  --json                      one JSON object: prompt_ids, output_ids, text, timings\n",
+        model_args_usage());
 }
 
 /* "1,2,3" -> ids; false on a malformed list. */
@@ -183,7 +184,8 @@ int cli_generate(int argc, char **argv)
     if ((st = oct_session_create(m, 1, ids.n + max_tokens + 1, &sess, &err)) != OCT_OK ||
         oct_sampler_create(&sp, V, &smp) != OCT_OK ||
         (tok && oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK)) {
-        fprintf(stderr, "octet generate: %s\n", err.message[0] ? err.message : "bad sampling options");
+        fprintf(stderr, "octet generate: %s\n",
+                err.message[0] ? err.message : "bad sampling options");
         goto out;
     }
     logits = malloc((size_t)V * sizeof(float));

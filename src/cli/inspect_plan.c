@@ -50,8 +50,8 @@ int cli_inspect_plan(model_args *ma, bool as_json)
             wn = (int)strlen(l->name) > wn ? (int)strlen(l->name) : wn;
             wg = (int)strlen(l->group) > wg ? (int)strlen(l->group) : wg;
         }
-        printf("%-*s %-12s %-16s %-*s %-18s %12s\n", wn, "layer", "shape", "scheme", wg,
-               "runs in", "kernel", "bytes");
+        printf("%-*s %-12s %-16s %-*s %-18s %12s\n", wn, "layer", "shape", "scheme", wg, "runs in",
+               "kernel", "bytes");
         for (int64_t i = 0; i < n; i++) {
             const oct_plan_layer *l = oct_plan_layer_at(p, i);
             char shape[32], scheme[96];
@@ -60,8 +60,8 @@ int cli_inspect_plan(model_args *ma, bool as_json)
                 snprintf(scheme, sizeof scheme, "%s (ignore: %s)", l->scheme, l->ignore_rule);
             else
                 snprintf(scheme, sizeof scheme, "%s", l->scheme);
-            printf("%-*s %-12s %-16s %-*s %-18s %12llu\n", wn, l->name, shape, scheme, wg,
-                   l->group, l->kernel, (unsigned long long)l->bytes);
+            printf("%-*s %-12s %-16s %-*s %-18s %12llu\n", wn, l->name, shape, scheme, wg, l->group,
+                   l->kernel, (unsigned long long)l->bytes);
         }
         printf("\nlinear layers: %lld, quantized: %lld\n", (long long)n,
                (long long)oct_plan_n_quantized(p));

@@ -10,12 +10,12 @@ static int pending(const char *name)
     return 2;
 }
 
-#define PENDING(name)                                                                      \
-    __attribute__((weak)) int cli_##name(int argc, char **argv)                            \
-    {                                                                                      \
-        (void)argc;                                                                        \
-        (void)argv;                                                                        \
-        return pending(#name);                                                             \
+#define PENDING(name)                                                                              \
+    __attribute__((weak)) int cli_##name(int argc, char **argv)                                    \
+    {                                                                                              \
+        (void)argc;                                                                                \
+        (void)argv;                                                                                \
+        return pending(#name);                                                                     \
     }
 
 PENDING(generate)
@@ -38,4 +38,3 @@ __attribute__((weak)) int bench_fp8_main(int argc, char **argv)
     (void)argv;
     return pending("bench fp8");
 }
-

@@ -86,12 +86,18 @@ int cli_serve(int argc, char **argv)
             static const struct {
                 const char *flag;
                 long long lo;
-            } k_nums[] = {{"--port", 0},           {"--max-num-seqs", 1},
-                          {"--max-model-len", 2},  {"--max-num-batched-tokens", 1},
-                          {"--kv-cache-tokens", 1}, {"--max-waiting", 1},
-                          {"--max-connections", 1}, {"--idle-timeout", 0},
-                          {"--max-body-bytes", 1}, {"--max-header-bytes", 1024},
-                          {"--max-json-depth", 1}, {"--max-n", 1}};
+            } k_nums[] = {{"--port", 0},
+                          {"--max-num-seqs", 1},
+                          {"--max-model-len", 2},
+                          {"--max-num-batched-tokens", 1},
+                          {"--kv-cache-tokens", 1},
+                          {"--max-waiting", 1},
+                          {"--max-connections", 1},
+                          {"--idle-timeout", 0},
+                          {"--max-body-bytes", 1},
+                          {"--max-header-bytes", 1024},
+                          {"--max-json-depth", 1},
+                          {"--max-n", 1}};
             size_t k = 0;
             while (k < sizeof k_nums / sizeof k_nums[0] && strcmp(f, k_nums[k].flag) != 0)
                 k++;

@@ -10,17 +10,16 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: octet tokenize --model DIR (--text TEXT | --file FILE) [--json]\n"
-            "                      [--no-special-tokens] [--decode] [--bench [--seconds S]]\n"
-            "  --text TEXT          encode one text\n"
-            "  --file FILE          encode each line of FILE (without its '\\n') as one text\n"
-            "  --json               one JSON array of ids per line (default: ids separated by "
-            "spaces)\n"
-            "  --no-special-tokens  do not apply the post-processor (no BOS etc.)\n"
-            "  --decode             also print the decoded text of each line's ids\n"
-            "  --bench              time encoding of the input (default: built-in English)\n"
-            "                       on one core and print MB/s\n");
+    fprintf(out, "usage: octet tokenize --model DIR (--text TEXT | --file FILE) [--json]\n"
+                 "                      [--no-special-tokens] [--decode] [--bench [--seconds S]]\n"
+                 "  --text TEXT          encode one text\n"
+                 "  --file FILE          encode each line of FILE (without its '\\n') as one text\n"
+                 "  --json               one JSON array of ids per line (default: ids separated by "
+                 "spaces)\n"
+                 "  --no-special-tokens  do not apply the post-processor (no BOS etc.)\n"
+                 "  --decode             also print the decoded text of each line's ids\n"
+                 "  --bench              time encoding of the input (default: built-in English)\n"
+                 "                       on one core and print MB/s\n");
 }
 
 static double now_s(void)

@@ -15,19 +15,19 @@
 #define KV_BLOCK 16 /* session.c's block size */
 
 typedef struct seq {
-    struct seq *next;  /* incoming / waiting list */
+    struct seq *next; /* incoming / waiting list */
     oct_sched_params p;
-    int32_t *tokens;   /* [cap]: prompt then generated */
+    int32_t *tokens; /* [cap]: prompt then generated */
     int64_t n_tokens, cap, n_prompt;
-    int64_t cached;    /* tokens[0..cached) are in the KV cache */
-    int32_t slot;      /* session sequence id while running, else -1 */
-    uint64_t order;    /* arrival order: the youngest has the largest */
+    int64_t cached; /* tokens[0..cached) are in the KV cache */
+    int32_t slot;   /* session sequence id while running, else -1 */
+    uint64_t order; /* arrival order: the youngest has the largest */
     oct_sampler *smp;
     int64_t n_gen;
     double t_last;
     oct_sched_token *plp; /* [n_prompt - 1] prompt logprobs being filled */
     bool prompt_lp_done;
-    bool batched;      /* has rows in the batch being built */
+    bool batched; /* has rows in the batch being built */
 } seq;
 
 struct oct_sched {
@@ -43,17 +43,17 @@ struct oct_sched {
     pthread_cond_t cv;
     seq *in_head, *in_tail; /* submitted, not yet seen by the engine */
     int64_t n_in;
-    int64_t eng_waiting;    /* the engine's queue length at its last step */
-    uint64_t *cancels;      /* groups to cancel */
+    int64_t eng_waiting; /* the engine's queue length at its last step */
+    uint64_t *cancels;   /* groups to cancel */
     int64_t n_cancels, cap_cancels;
     bool stop;
-    oct_sched_stats stats;  /* published after every step */
+    oct_sched_stats stats; /* published after every step */
     uint64_t next_order;
 
     /* engine thread only */
     seq *wait_head, *wait_tail;
     int64_t n_wait;
-    seq **running;          /* [max_num_seqs] by slot */
+    seq **running; /* [max_num_seqs] by slot */
     int64_t n_running;
     int64_t preemptions, steps, prompt_tokens, gen_tokens;
     /* batch buffers */
@@ -61,7 +61,7 @@ struct oct_sched {
     int64_t *b_pos;
     bool *b_want;
     int64_t b_cap;
-    seq **b_owner;          /* [b_cap] which sequence a row belongs to */
+    seq **b_owner; /* [b_cap] which sequence a row belongs to */
     float *logits, *scratch;
     int64_t logits_rows;
 };
@@ -555,8 +555,8 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
                             oct_error *err)
 {
     *out = NULL;
-    if (!m || !opts || opts->max_num_seqs <= 0 || opts->max_model_len <= 1 ||
-        opts->n_eos < 0 || (opts->n_eos > 0 && !opts->eos_ids))
+    if (!m || !opts || opts->max_num_seqs <= 0 || opts->max_model_len <= 1 || opts->n_eos < 0 ||
+        (opts->n_eos > 0 && !opts->eos_ids))
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "scheduler: bad options");
     oct_sched *s = oct_calloc(1, sizeof *s);
     if (!s)

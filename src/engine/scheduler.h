@@ -41,9 +41,9 @@ typedef enum {
  * (log-softmax of the raw logits, before penalties and temperature). */
 typedef struct oct_sched_token {
     int32_t id;
-    int64_t index;   /* 0 for the first generated token */
+    int64_t index; /* 0 for the first generated token */
     bool is_eos;
-    float logprob;   /* NaN unless logprobs were asked for */
+    float logprob; /* NaN unless logprobs were asked for */
     int n_top;
     int32_t top_ids[OCT_SCHED_MAX_TOP_LOGPROBS];
     float top_logprobs[OCT_SCHED_MAX_TOP_LOGPROBS];
@@ -63,13 +63,13 @@ typedef void (*oct_sched_prompt_fn)(void *user, const oct_sched_token *toks, int
 typedef struct oct_sched_params {
     const int32_t *prompt; /* [n_prompt], copied */
     int64_t n_prompt;
-    int64_t max_tokens;    /* >= 1 */
+    int64_t max_tokens; /* >= 1 */
     oct_sampling sampling;
-    int logprobs;          /* -1: none; 0: the chosen token's; k: and the top k (<= 20) */
-    bool prompt_logprobs;  /* also for the prompt tokens (needs logprobs >= 0) */
+    int logprobs;         /* -1: none; 0: the chosen token's; k: and the top k (<= 20) */
+    bool prompt_logprobs; /* also for the prompt tokens (needs logprobs >= 0) */
     bool ignore_eos;
-    uint64_t group;        /* oct_sched_cancel(group) ends every sequence of the group */
-    double t_arrival;      /* oct_sched_now() when the request arrived (TTFT) */
+    uint64_t group;   /* oct_sched_cancel(group) ends every sequence of the group */
+    double t_arrival; /* oct_sched_now() when the request arrived (TTFT) */
     oct_sched_token_fn on_token;
     oct_sched_done_fn on_done;
     oct_sched_prompt_fn on_prompt;
@@ -77,12 +77,12 @@ typedef struct oct_sched_params {
 } oct_sched_params;
 
 typedef struct oct_sched_opts {
-    int max_num_seqs;             /* running sequences at once */
-    int64_t max_model_len;        /* tokens per sequence (prompt + output) */
+    int max_num_seqs;               /* running sequences at once */
+    int64_t max_model_len;          /* tokens per sequence (prompt + output) */
     int64_t max_num_batched_tokens; /* tokens per forward pass (prefill chunk budget) */
-    int64_t kv_blocks;            /* KV pool in 16-token blocks; <= 0: full size */
-    int64_t max_waiting;          /* queue bound: submit fails with OCT_ERR_LIMIT beyond it */
-    const int32_t *eos_ids;       /* [n_eos] */
+    int64_t kv_blocks;              /* KV pool in 16-token blocks; <= 0: full size */
+    int64_t max_waiting;            /* queue bound: submit fails with OCT_ERR_LIMIT beyond it */
+    const int32_t *eos_ids;         /* [n_eos] */
     int n_eos;
     /* Engine-side observers (may be NULL), called on the engine thread:
      * first token of a sequence (seconds since arrival), gap between tokens. */

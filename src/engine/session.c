@@ -13,10 +13,10 @@
 struct oct_session {
     const oct_model *m;
     int max_seqs;
-    int64_t max_ctx;          /* positions per sequence */
-    int64_t blocks_per_seq;   /* ceil(max_ctx / KV_BLOCK) */
-    int64_t n_blocks;         /* pool size */
-    int32_t *free_list;       /* [n_blocks] */
+    int64_t max_ctx;        /* positions per sequence */
+    int64_t blocks_per_seq; /* ceil(max_ctx / KV_BLOCK) */
+    int64_t n_blocks;       /* pool size */
+    int32_t *free_list;     /* [n_blocks] */
     int64_t n_free;
     int32_t **tables;         /* [max_seqs][blocks_per_seq], -1 = unassigned */
     int64_t *seq_len;         /* [max_seqs] */
@@ -171,9 +171,9 @@ int64_t oct_session_kv_blocks_total(const oct_session *s)
     return s->n_blocks;
 }
 
-oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
-                               const int32_t *seq, const int64_t *pos, const bool *want_logits,
-                               float *logits, oct_error *err)
+oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens, const int32_t *seq,
+                               const int64_t *pos, const bool *want_logits, float *logits,
+                               oct_error *err)
 {
     if (!s || n <= 0 || !tokens || !seq || !pos)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_session_forward: bad arguments");
@@ -208,8 +208,8 @@ oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
                                  (long long)n);
         s->ws_tokens = cap;
     }
-    oct_status st = oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits,
-                                err);
+    oct_status st =
+        oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits, err);
     if (st != OCT_OK)
         for (int64_t t = 0; t < n; t++) /* roll back: the batch did not happen */
             if (s->seq_len[seq[t]] > pos[t])

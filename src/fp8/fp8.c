@@ -29,8 +29,7 @@ const oct_fp8_impl *oct_fp8_impl_for(oct_cpu_level level)
     return &oct_fp8_impl_ref;
 }
 
-static bool bad_args(oct_fp8_format f, oct_cast_mode m, const void *src, const void *dst,
-                     size_t n)
+static bool bad_args(oct_fp8_format f, oct_cast_mode m, const void *src, const void *dst, size_t n)
 {
     if ((unsigned)f >= OCT_FP8_FORMAT_COUNT)
         return true;
@@ -48,8 +47,8 @@ oct_status oct_fp8_from_f32(oct_fp8_format f, oct_cast_mode m, const float *src,
     return OCT_OK;
 }
 
-oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
-                             uint8_t *dst, size_t n)
+oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                             size_t n)
 {
     if (bad_args(f, m, src, dst, n))
         return OCT_ERR_INVALID_ARG;
@@ -57,8 +56,8 @@ oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *
     return OCT_OK;
 }
 
-oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
-                            uint8_t *dst, size_t n)
+oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
+                            size_t n)
 {
     if (bad_args(f, m, src, dst, n))
         return OCT_ERR_INVALID_ARG;

@@ -282,11 +282,11 @@ static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
 }
 
 static void from_f32_segmul(oct_fp8_format f, const float *src, uint8_t *dst, size_t n, size_t seg,
-                               const float *mul, float qmax)
+                            const float *mul, float qmax)
 {
     for (size_t c0 = 0, c = 0; c0 < n; c0 += seg, c++)
         from_f32_scaled(f, src + c0, dst + c0, n - c0 < seg ? n - c0 : seg, mul[c], false, qmax);
 }
 
 const oct_fp8_impl oct_fp8_impl_avx2 = {"avx2", from_f32,        from_bf16, from_f16,
-                                        to_f32, from_f32_scaled, amax_f32, from_f32_segmul};
+                                        to_f32, from_f32_scaled, amax_f32,  from_f32_segmul};

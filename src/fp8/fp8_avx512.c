@@ -218,8 +218,8 @@ static void from_f32_segmul(oct_fp8_format f, const float *s, uint8_t *d, size_t
 {
     if (f == OCT_FP8_E8M0FNU) {
         for (size_t c0 = 0, c = 0; c0 < n; c0 += seg, c++)
-            oct_fp8_impl_ref.from_f32_scaled(f, s + c0, d + c0, n - c0 < seg ? n - c0 : seg,
-                                             mul[c], false, qmax);
+            oct_fp8_impl_ref.from_f32_scaled(f, s + c0, d + c0, n - c0 < seg ? n - c0 : seg, mul[c],
+                                             false, qmax);
         return;
     }
     uint32_t clamp = fp8_simd_clamp_bits(f, qmax);
@@ -382,4 +382,4 @@ static void to_f32(oct_fp8_format f, const uint8_t *s, float *d, size_t n)
 }
 
 const oct_fp8_impl oct_fp8_impl_avx512 = {"avx512", from_f32,        from_bf16, from_f16,
-                                          to_f32,   from_f32_scaled, amax_f32, from_f32_segmul};
+                                          to_f32,   from_f32_scaled, amax_f32,  from_f32_segmul};

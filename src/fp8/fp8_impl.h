@@ -13,8 +13,7 @@
 
 typedef struct oct_fp8_impl {
     const char *name;
-    void (*from_f32)(oct_fp8_format f, oct_cast_mode m, const float *src, uint8_t *dst,
-                     size_t n);
+    void (*from_f32)(oct_fp8_format f, oct_cast_mode m, const float *src, uint8_t *dst, size_t n);
     void (*from_bf16)(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
                       size_t n);
     void (*from_f16)(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
@@ -33,8 +32,8 @@ typedef struct oct_fp8_impl {
     /* from_f32_scaled(divide = false) with one multiplier per segment of `seg`
      * elements: segment c of src uses mul[c] (the last may be short).  Same
      * bytes as one from_f32_scaled call per segment (block and MX quantizers). */
-    void (*from_f32_segmul)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
-                            size_t seg, const float *mul, float qmax);
+    void (*from_f32_segmul)(oct_fp8_format f, const float *src, uint8_t *dst, size_t n, size_t seg,
+                            const float *mul, float qmax);
 } oct_fp8_impl;
 
 extern const oct_fp8_impl oct_fp8_impl_ref;

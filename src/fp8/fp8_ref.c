@@ -21,8 +21,8 @@
 
 typedef struct fp8_desc {
     int exp_bits, man_bits, bias;
-    int fnuz;       /* 1: single NaN 0x80, no negative zero, no Inf */
-    int has_inf;    /* e5m2 */
+    int fnuz;    /* 1: single NaN 0x80, no negative zero, no Inf */
+    int has_inf; /* e5m2 */
     uint8_t max_code;
     float max;
 } fp8_desc;
@@ -223,12 +223,14 @@ static float ref_amax_f32(const float *src, size_t n)
     return m;
 }
 
-static void ref_from_f32_segmul(oct_fp8_format f, const float *src, uint8_t *dst, size_t n, size_t seg,
-                                   const float *mul, float qmax)
+static void ref_from_f32_segmul(oct_fp8_format f, const float *src, uint8_t *dst, size_t n,
+                                size_t seg, const float *mul, float qmax)
 {
     for (size_t c0 = 0, c = 0; c0 < n; c0 += seg, c++)
-        ref_from_f32_scaled(f, src + c0, dst + c0, n - c0 < seg ? n - c0 : seg, mul[c], false, qmax);
+        ref_from_f32_scaled(f, src + c0, dst + c0, n - c0 < seg ? n - c0 : seg, mul[c], false,
+                            qmax);
 }
 
-const oct_fp8_impl oct_fp8_impl_ref = {"ref",      ref_from_f32,        ref_from_bf16, ref_from_f16,
-                                       ref_to_f32, ref_from_f32_scaled, ref_amax_f32, ref_from_f32_segmul};
+const oct_fp8_impl oct_fp8_impl_ref = {"ref",        ref_from_f32,       ref_from_bf16,
+                                       ref_from_f16, ref_to_f32,         ref_from_f32_scaled,
+                                       ref_amax_f32, ref_from_f32_segmul};

@@ -62,8 +62,8 @@ static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_
     out->moe = kind;
     out->n_experts = cfg->n_experts;
     out->top_k = cfg->n_experts_per_tok;
-    out->moe_intermediate = kind == OCT_MOE_QWEN3 ? cfg->moe_intermediate_size
-                                                  : cfg->intermediate_size;
+    out->moe_intermediate =
+        kind == OCT_MOE_QWEN3 ? cfg->moe_intermediate_size : cfg->intermediate_size;
     /* Mixtral and GraniteMoe always renormalise (Granite: softmax over the
      * top-k logits, the same numbers); Qwen3-MoE iff norm_topk_prob
      * (transformers' default false). */
@@ -72,7 +72,8 @@ static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_
         json_t *nt = json_object_get(c, "norm_topk_prob");
         out->norm_topk = json_is_true(nt);
         json_t *step = json_object_get(c, "decoder_sparse_step");
-        if (step && !json_is_null(step) && !(json_is_integer(step) && json_integer_value(step) == 1))
+        if (step && !json_is_null(step) &&
+            !(json_is_integer(step) && json_integer_value(step) == 1))
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s/config.json: decoder_sparse_step other than 1 (dense MLP "
                                  "layers between MoE layers) is not supported",
@@ -106,8 +107,7 @@ static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_
                              "expert size)",
                              dir, kind == OCT_MOE_QWEN3 ? "num_experts" : "num_local_experts",
                              (long long)out->n_experts, (long long)out->top_k,
-                             kind == OCT_MOE_QWEN3 ? "moe_intermediate_size"
-                                                   : "intermediate_size",
+                             kind == OCT_MOE_QWEN3 ? "moe_intermediate_size" : "intermediate_size",
                              (long long)out->moe_intermediate);
     return OCT_OK;
 }
@@ -152,8 +152,7 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     out->rope_attention_factor = 1.0f;
     if (out->n_layers <= 0 || out->hidden <= 0 || out->n_heads <= 0 || out->head_dim <= 0 ||
         out->vocab <= 0 || (out->intermediate <= 0 && fam->moe == OCT_MOE_NONE) ||
-        out->n_heads % out->n_kv_heads != 0 ||
-        out->head_dim % 2 != 0)
+        out->n_heads % out->n_kv_heads != 0 || out->head_dim % 2 != 0)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s/config.json: inconsistent sizes (layers %lld, hidden %lld, heads "
                              "%lld/%lld, head_dim %lld, vocab %lld)",

@@ -30,20 +30,20 @@ struct oct_fwd_ws {
     float *scores;                              /* [threads, max_ctx] */
     int n_threads;
     /* MoE (NULL for dense models); R = max_tokens * top_k routed rows */
-    float *rlogits;      /* [max_tokens, E] */
-    int32_t *sel;        /* [max_tokens, k] expert of each (token, slot) */
-    float *wts;          /* [max_tokens, k] its routing weight */
-    int32_t *pair_row;   /* [max_tokens, k] row of (token, slot) in the expert-sorted order */
-    int32_t *row_tok;    /* [R] token of each sorted row */
-    int64_t *off;        /* [E + 1] first sorted row of each expert */
-    int64_t *fill;       /* [E] */
-    float *xs;           /* [R, H] gathered inputs */
-    float *gu;           /* [R, 2I] gate/up outputs */
-    float *ea;           /* [R, I] silu(gate) * up */
-    float *eo;           /* [R, H] expert outputs */
-    float *etmp;         /* [R, I] unfused gate/up scratch */
-    float *y;            /* [max_tokens, H] combined MoE output */
-    uint8_t *hq, *xq;    /* [max_tokens, H], [R, max(H, I)] per-tensor FP8 activation codes */
+    float *rlogits;    /* [max_tokens, E] */
+    int32_t *sel;      /* [max_tokens, k] expert of each (token, slot) */
+    float *wts;        /* [max_tokens, k] its routing weight */
+    int32_t *pair_row; /* [max_tokens, k] row of (token, slot) in the expert-sorted order */
+    int32_t *row_tok;  /* [R] token of each sorted row */
+    int64_t *off;      /* [E + 1] first sorted row of each expert */
+    int64_t *fill;     /* [E] */
+    float *xs;         /* [R, H] gathered inputs */
+    float *gu;         /* [R, 2I] gate/up outputs */
+    float *ea;         /* [R, I] silu(gate) * up */
+    float *eo;         /* [R, H] expert outputs */
+    float *etmp;       /* [R, I] unfused gate/up scratch */
+    float *y;          /* [max_tokens, H] combined MoE output */
+    uint8_t *hq, *xq;  /* [max_tokens, H], [R, max(H, I)] per-tensor FP8 activation codes */
 };
 
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
@@ -156,8 +156,8 @@ static void rope(float *v, int64_t d, const float *inv_freq, int64_t pos)
 }
 
 /* Runs a role's units (fused: one; unfused: several) into out [n, sum of n_i]. */
-static oct_status run_units(oct_linear *const *units, const int64_t *widths, int n_units,
-                            int64_t n, const float *x, float *out, float *tmp, oct_error *err)
+static oct_status run_units(oct_linear *const *units, const int64_t *widths, int n_units, int64_t n,
+                            const float *x, float *out, float *tmp, oct_error *err)
 {
     if (n_units == 1)
         return oct_linear_forward(units[0], n, x, out, err);
@@ -287,7 +287,7 @@ static oct_status moe_mlp(const oct_model *m, const oct_layer_weights *lw, oct_f
     }
     if (st != OCT_OK)
         return st;
-    /* combine in f32: y[t] = sum_j w[t,j] * expert_j(h[t]) */
+        /* combine in f32: y[t] = sum_j w[t,j] * expert_j(h[t]) */
 #pragma omp parallel for schedule(static) if (n > 4)
     for (int64_t t = 0; t < n; t++) {
         float *y = ws->y + t * H;
@@ -319,8 +319,7 @@ static void kv_store(const oct_kv_view *kv, void *base, size_t idx, const float 
             int64_t m = OCT_MIN(1024, n - i0);
             for (int64_t i = 0; i < m; i++)
                 buf[i] = src[i0 + i] / scale; /* vLLM: x / scale, saturating */
-            oct_fp8_from_f32(f, OCT_CAST_SAT, buf, (uint8_t *)base + idx + (size_t)i0,
-                             (size_t)m);
+            oct_fp8_from_f32(f, OCT_CAST_SAT, buf, (uint8_t *)base + idx + (size_t)i0, (size_t)m);
         }
         break;
     }
@@ -344,8 +343,7 @@ static void kv_load(const oct_kv_view *kv, const void *base, size_t idx, float *
 }
 
 /* Element index of (position p of sequence s, kv head h) in a layer's cache. */
-static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t n_kv,
-                              int64_t d)
+static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t n_kv, int64_t d)
 {
     int64_t blk = kv->block_tables[s][p / kv->block_size];
     return (size_t)(((blk * kv->block_size + p % kv->block_size) * n_kv) * d);
@@ -371,9 +369,8 @@ static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws,
             float *sc = ws->scores + (size_t)tid * (size_t)ws->max_ctx;
             const float *q = qkv + t * row + h * d;
             int64_t kh = h / group, p = pos[t];
-            int64_t j0 = a->sliding_window > 0 && p >= a->sliding_window
-                             ? p - a->sliding_window + 1
-                             : 0;
+            int64_t j0 =
+                a->sliding_window > 0 && p >= a->sliding_window ? p - a->sliding_window + 1 : 0;
             float kbuf[512], vbuf[512];
             float mx = -INFINITY;
             bool direct = kv->dtype == OCT_KV_F32; /* read f32 keys/values in place */
@@ -496,7 +493,8 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
                 x[i] += ws->y[i] * a->residual_multiplier;
             continue;
         }
-        if ((st = run_units(lw->gate_up, lw->gate_up_n, lw->n_gate_up, n, h, mlp, ws->tmp, err)) != OCT_OK)
+        if ((st = run_units(lw->gate_up, lw->gate_up_n, lw->n_gate_up, n, h, mlp, ws->tmp, err)) !=
+            OCT_OK)
             return st;
 #pragma omp parallel for schedule(static) if (n > 4)
         for (int64_t t = 0; t < n; t++)

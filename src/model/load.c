@@ -65,10 +65,9 @@ static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, 
         int64_t rows = g->shard_n[s];
         if (r0 < base + rows) {
             int64_t lr = r0 - base, take = OCT_MIN(n, rows - lr);
-            oct_status st =
-                l ? oct_ckpt_linear_read_f32(l, lr, take, dst, err)
-                  : oct_tensor_read_f32(g->stack[s], (g->stack_row0[s] + lr) * g->k, take * g->k,
-                                        dst, err);
+            oct_status st = l ? oct_ckpt_linear_read_f32(l, lr, take, dst, err)
+                              : oct_tensor_read_f32(g->stack[s], (g->stack_row0[s] + lr) * g->k,
+                                                    take * g->k, dst, err);
             if (st != OCT_OK)
                 return st;
             dst += take * g->k;
@@ -304,8 +303,7 @@ static oct_status load_lm_head(oct_model *m, const oct_tensor_set *ts, oct_error
 
 static oct_status parse_kv_dtype(const char *s, oct_kv_dtype *out, oct_error *err)
 {
-    if (!s || !*s || strcmp(s, "auto") == 0 || strcmp(s, "float32") == 0 ||
-        strcmp(s, "f32") == 0)
+    if (!s || !*s || strcmp(s, "auto") == 0 || strcmp(s, "float32") == 0 || strcmp(s, "f32") == 0)
         *out = OCT_KV_F32;
     else if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0)
         *out = OCT_KV_BF16;
@@ -433,8 +431,8 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     m->load_peak_bytes = oct_rss_peak_bytes();
     OCT_INFO("%s", p->summary);
-    OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB",
-             m->load_seconds, (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
+    OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB", m->load_seconds,
+             (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
     return OCT_OK;
 }
 

@@ -19,7 +19,7 @@ typedef enum {
 
 /* Architecture parameters the forward pass needs (from config.json). */
 typedef struct oct_arch {
-    char name[96];               /* "LlamaForCausalLM" */
+    char name[96]; /* "LlamaForCausalLM" */
     int64_t n_layers;
     int64_t hidden;              /* H */
     int64_t intermediate;        /* I */
@@ -28,20 +28,20 @@ typedef struct oct_arch {
     int64_t vocab;               /* V */
     int64_t max_pos;
     float rms_eps;
-    bool qkv_bias;               /* Qwen2 (and attention_bias) */
+    bool qkv_bias; /* Qwen2 (and attention_bias) */
     bool o_bias, mlp_bias;
-    bool qk_norm;                /* Qwen3: RMSNorm of q and k per head */
+    bool qk_norm; /* Qwen3: RMSNorm of q and k per head */
     bool tie_embeddings;
-    int64_t sliding_window;      /* Mistral; 0: none */
+    int64_t sliding_window; /* Mistral; 0: none */
     /* Granite multipliers (1 / 1 / d^-0.5 / 1 for the others) */
     float embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
     float *inv_freq;             /* [d/2] RoPE inverse frequencies (scaling applied) */
     float rope_attention_factor; /* yarn mscale (1 otherwise) */
     /* MoE (every decoder layer's MLP is a sparse MoE block when moe != NONE) */
     oct_moe_kind moe;
-    int64_t n_experts, top_k;    /* E, experts per token */
-    int64_t moe_intermediate;    /* I of one expert */
-    bool norm_topk;              /* renormalise the top-k routing weights to sum 1 */
+    int64_t n_experts, top_k; /* E, experts per token */
+    int64_t moe_intermediate; /* I of one expert */
+    bool norm_topk;           /* renormalise the top-k routing weights to sum 1 */
 } oct_arch;
 
 oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oct_arch *out,
@@ -57,12 +57,12 @@ typedef enum {
 } oct_online_scheme;
 
 typedef struct oct_qspec {
-    bool active;                 /* an online quantization was asked for */
-    oct_online_scheme linear;    /* dense linear layers */
-    oct_online_scheme moe;       /* expert layers */
-    char **ignore;               /* [n_ignore] exact names or "re:" patterns */
+    bool active;              /* an online quantization was asked for */
+    oct_online_scheme linear; /* dense linear layers */
+    oct_online_scheme moe;    /* expert layers */
+    char **ignore;            /* [n_ignore] exact names or "re:" patterns */
     int n_ignore;
-    char shorthand[32];          /* the --quantization value ("" if none) */
+    char shorthand[32]; /* the --quantization value ("" if none) */
 } oct_qspec;
 
 oct_status oct_qspec_resolve(const char *quantization, const char *config_json, oct_qspec *out,
@@ -86,7 +86,7 @@ typedef enum {
 } oct_unit_role;
 
 typedef struct oct_plan_group {
-    char name[192];                 /* "model.layers.0.self_attn.qkv_proj" */
+    char name[192]; /* "model.layers.0.self_attn.qkv_proj" */
     int n_shards;
     int64_t plan_index[OCT_MAX_SHARDS]; /* into plan->layers */
     /* Per shard, one source: an unfused 2-D checkpoint linear, or rows
@@ -96,29 +96,29 @@ typedef struct oct_plan_group {
     const oct_tensor *stack[OCT_MAX_SHARDS];
     int64_t stack_row0[OCT_MAX_SHARDS];
     int64_t shard_n[OCT_MAX_SHARDS];
-    int64_t layer, expert;          /* decoder layer; expert index or -1 */
+    int64_t layer, expert; /* decoder layer; expert index or -1 */
     oct_unit_role role;
     /* Expert unit with online per-tensor weights: activations use one dynamic
      * per-tensor scale over the whole batch (vLLM's fused MoE), applied by
      * the forward pass through oct_linear_forward_q. */
     bool moe_tensor_act;
-    int64_t n, k;                   /* fused weight [n, k] */
-    oct_linear_desc desc;           /* what the kernel gets */
-    oct_online_scheme online;       /* NONE: unquantized or checkpoint scheme */
-    bool from_checkpoint_fp8;       /* weights are the checkpoint's FP8 codes */
+    int64_t n, k;             /* fused weight [n, k] */
+    oct_linear_desc desc;     /* what the kernel gets */
+    oct_online_scheme online; /* NONE: unquantized or checkpoint scheme */
+    bool from_checkpoint_fp8; /* weights are the checkpoint's FP8 codes */
     const oct_linear_kernel *kernel;
     uint64_t bytes;
 } oct_plan_group;
 
 struct oct_plan {
-    oct_checkpoint *ckpt;           /* owned */
+    oct_checkpoint *ckpt; /* owned */
     oct_arch arch;
     oct_qspec qspec;
-    char *dtype;                    /* "bfloat16" | "float32" */
-    oct_plan_layer *layers;         /* [n_layers] */
-    char **layer_names;             /* owned strings behind layers[].name / group / scheme */
+    char *dtype;            /* "bfloat16" | "float32" */
+    oct_plan_layer *layers; /* [n_layers] */
+    char **layer_names;     /* owned strings behind layers[].name / group / scheme */
     int64_t n_layers;
-    oct_plan_group *groups;         /* [n_groups] */
+    oct_plan_group *groups; /* [n_groups] */
     int64_t n_groups;
     uint64_t model_bytes, bf16_bytes, peak_bytes, largest_group_bf16;
     int64_t n_quantized;
@@ -127,10 +127,10 @@ struct oct_plan {
 
 /* One loaded decoder layer. */
 typedef struct oct_layer_weights {
-    float *attn_norm;   /* [H] input_layernorm */
-    float *mlp_norm;    /* [H] post_attention_layernorm */
-    float *q_norm;      /* [d] Qwen3 or NULL */
-    float *k_norm;      /* [d] Qwen3 or NULL */
+    float *attn_norm;                /* [H] input_layernorm */
+    float *mlp_norm;                 /* [H] post_attention_layernorm */
+    float *q_norm;                   /* [d] Qwen3 or NULL */
+    float *k_norm;                   /* [d] Qwen3 or NULL */
     oct_linear *qkv[OCT_MAX_SHARDS]; /* fused: qkv[0] only; unfused: q, k, v */
     int n_qkv;
     int64_t qkv_n[OCT_MAX_SHARDS]; /* output width of each unit */
@@ -142,7 +142,7 @@ typedef struct oct_layer_weights {
     /* MoE layers (arch.moe != NONE): router [E, H] and one MLP per expert */
     oct_linear *router;
     struct oct_expert *experts; /* [n_experts] */
-    float k_scale, v_scale; /* FP8 KV cache scales (1 when none) */
+    float k_scale, v_scale;     /* FP8 KV cache scales (1 when none) */
 } oct_layer_weights;
 
 /* One expert's MLP: units as the dense MLP's. */
@@ -157,11 +157,11 @@ typedef struct oct_expert {
 typedef enum { OCT_KV_F32 = 0, OCT_KV_BF16, OCT_KV_E4M3, OCT_KV_E5M2 } oct_kv_dtype;
 
 struct oct_model {
-    oct_plan *plan;          /* owned; also owns the checkpoint (mmap) */
-    oct_arch arch;           /* copy of plan->arch (inv_freq owned by plan) */
-    const oct_tensor *embed; /* [V, H] in the checkpoint (mmap, zero copy) */
-    oct_linear *lm_head;     /* [V, H] never quantized */
-    float *final_norm;       /* [H] */
+    oct_plan *plan;            /* owned; also owns the checkpoint (mmap) */
+    oct_arch arch;             /* copy of plan->arch (inv_freq owned by plan) */
+    const oct_tensor *embed;   /* [V, H] in the checkpoint (mmap, zero copy) */
+    oct_linear *lm_head;       /* [V, H] never quantized */
+    float *final_norm;         /* [H] */
     oct_layer_weights *layers; /* [n_layers] */
     oct_kv_dtype kv_dtype;
     bool kv_scales_from_ckpt;
@@ -176,10 +176,10 @@ struct oct_model {
 typedef struct oct_kv_view {
     oct_kv_dtype dtype;
     int64_t block_size;
-    void **k, **v;                       /* [n_layers] */
-    int32_t **block_tables;              /* [n_seqs] -> block ids, position p in block p/bs */
-    float *k_scale, *v_scale;            /* [n_layers] FP8 scales (1 otherwise) */
-    bool *scales_pending;                /* [n_layers] compute scales from the next batch */
+    void **k, **v;            /* [n_layers] */
+    int32_t **block_tables;   /* [n_seqs] -> block ids, position p in block p/bs */
+    float *k_scale, *v_scale; /* [n_layers] FP8 scales (1 otherwise) */
+    bool *scales_pending;     /* [n_layers] compute scales from the next batch */
 } oct_kv_view;
 
 /* Scratch buffers for a batch of up to max_tokens tokens. */

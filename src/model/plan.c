@@ -45,7 +45,7 @@ static uint64_t scale_bytes(const oct_linear_desc *d)
 static uint64_t unit_bytes(const oct_linear_desc *d)
 {
     uint64_t nk = (uint64_t)d->n * (uint64_t)d->k;
-    uint64_t b = d->weight_type == OCT_WEIGHT_FP8 ? nk + scale_bytes(d)
+    uint64_t b = d->weight_type == OCT_WEIGHT_FP8    ? nk + scale_bytes(d)
                  : d->weight_type == OCT_WEIGHT_BF16 ? 2 * nk
                                                      : 4 * nk;
     return b + (d->has_bias ? 4u * (uint64_t)d->n : 0);
@@ -70,8 +70,7 @@ static oct_status ckpt_desc(const oct_ckpt_linear *l, oct_linear_desc *d, oct_er
         d->weight_scale = OCT_SCALE_BLOCK128;
         break;
     case OCT_WSCALE_MX: d->weight_scale = OCT_SCALE_MX32; break;
-    default:
-        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "%s: unexpected scale kind", l->name);
+    default: return oct_error_set(err, OCT_ERR_INTERNAL, -1, "%s: unexpected scale kind", l->name);
     }
     switch (l->activation) {
     case OCT_AKIND_NONE: d->act = OCT_ACT_NONE; break;
@@ -95,8 +94,7 @@ static oct_status ckpt_desc(const oct_ckpt_linear *l, oct_linear_desc *d, oct_er
         d->act_static_scale = l->input_scale_value;
         break;
     default:
-        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "%s: unexpected activation kind",
-                             l->name);
+        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "%s: unexpected activation kind", l->name);
     }
     return OCT_OK;
 }
@@ -151,8 +149,8 @@ static oct_status match_ignore(const plan_ctx *c, const char *name, int *idx, oc
     *idx = -1;
     if (!c->online || c->p->qspec.n_ignore <= 0)
         return OCT_OK;
-    return oct_name_match_list((const char *const *)c->p->qspec.ignore, c->p->qspec.n_ignore,
-                               name, idx, err);
+    return oct_name_match_list((const char *const *)c->p->qspec.ignore, c->p->qspec.n_ignore, name,
+                               idx, err);
 }
 
 static const char *last_component(const char *name)
@@ -166,9 +164,8 @@ static const char *last_component(const char *name)
  * >= 0: already ignored by a whole-layer entry), the shards-must-agree rule,
  * unit descriptions, kernels, plan entries. */
 static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int64_t expert,
-                            const char *fused, const shard_in *sh, int n_sh,
-                            oct_online_scheme base, bool consult_ignore, int layer_ign,
-                            oct_error *err)
+                            const char *fused, const shard_in *sh, int n_sh, oct_online_scheme base,
+                            bool consult_ignore, int layer_ign, oct_error *err)
 {
     oct_plan *p = c->p;
     oct_status st = OCT_OK;
@@ -253,8 +250,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             d->weight_type = c->plain;
             d->act = OCT_ACT_NONE;
         }
-        if (d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 &&
-            g->k % 32 != 0)
+        if (d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 && g->k % 32 != 0)
             return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                                  "MXFP8 requires input_size_per_partition (%lld) to be "
                                  "divisible by 32. (layer %s)",
@@ -303,8 +299,8 @@ static oct_status lin_shard(const plan_ctx *c, const char *name, int64_t want_n,
     snprintf(out->name, sizeof out->name, "%s", name);
     out->src = oct_checkpoint_find_linear(c->p->ckpt, name);
     if (!out->src)
-        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1, "%s: tensor %s.weight is missing",
-                             c->dir, name);
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1, "%s: tensor %s.weight is missing", c->dir,
+                             name);
     if (out->src->out_features != want_n || out->src->in_features != want_k)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s: %s.weight has shape [%lld, %lld], config.json implies "
@@ -434,8 +430,8 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
     if (!router) {
         snprintf(blk, sizeof blk, "model.layers.%lld.%s", (long long)l, rn[0].block);
         return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                             "%s: tensor %s.%s.weight (MoE router of %s) is missing", c->dir,
-                             blk, rn[0].router, a->name);
+                             "%s: tensor %s.%s.weight (MoE router of %s) is missing", c->dir, blk,
+                             rn[0].router, a->name);
     }
     if ((st = lin_shard(c, router->name, E, H, &sh[0], err)) != OCT_OK)
         return st;
@@ -506,8 +502,8 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
         }
         if ((st = add_units(c, l, OCT_U_EXP_GATE_UP, e, fused, sh, 2, base, true, layer_ign,
                             err)) != OCT_OK ||
-            (st = add_units(c, l, OCT_U_EXP_DOWN, e, sh[2].name, &sh[2], 1, base, true,
-                            layer_ign, err)) != OCT_OK)
+            (st = add_units(c, l, OCT_U_EXP_DOWN, e, sh[2].name, &sh[2], 1, base, true, layer_ign,
+                            err)) != OCT_OK)
             return st;
     }
     return OCT_OK;
@@ -536,9 +532,8 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                              "--quantization-config to run its own scheme",
                              dir, oct_ckpt_format_str(fmt), oct_checkpoint_scheme(p->ckpt));
     bool online = p->qspec.active && fmt == OCT_CKPT_BF16;
-    const char *dt = opts->dtype && *opts->dtype && strcmp(opts->dtype, "auto") != 0
-                         ? opts->dtype
-                         : "bfloat16";
+    const char *dt =
+        opts->dtype && *opts->dtype && strcmp(opts->dtype, "auto") != 0 ? opts->dtype : "bfloat16";
     if (strcmp(dt, "bfloat16") != 0 && strcmp(dt, "float32") != 0)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "--dtype %s: expected auto, bfloat16 or float32", dt);

@@ -9,15 +9,18 @@
 #include "model/model.h"
 
 /* --quantization values that are online shorthands. */
-static const char *const k_online[] = {"fp8", "fp8_per_tensor", "fp8_per_block", "mxfp8",
-                                       "online"};
+static const char *const k_online[] = {"fp8", "fp8_per_tensor", "fp8_per_block", "mxfp8", "online"};
 /* Shorthands usable inside the config (spec §3.3). */
 static const char *const k_shorthands[] = {"fp8_per_tensor", "fp8_per_block", "mxfp8",
                                            "int8_per_channel_weight_only"};
 /* QUANT_KEY_NAMES. */
-static const char *const k_keys[] = {"fp8_per_tensor_static", "fp8_per_tensor_dynamic",
-                                     "fp8_per_token", "fp8_per_block_static",
-                                     "fp8_per_block_dynamic", "mxfp8", "mxfp4",
+static const char *const k_keys[] = {"fp8_per_tensor_static",
+                                     "fp8_per_tensor_dynamic",
+                                     "fp8_per_token",
+                                     "fp8_per_block_static",
+                                     "fp8_per_block_dynamic",
+                                     "mxfp8",
+                                     "mxfp4",
                                      "int8_per_channel_static"};
 
 const char *oct_online_scheme_str(oct_online_scheme s)
@@ -93,8 +96,7 @@ static oct_status weight_key(const char *cls, const char *key, oct_online_scheme
     else if (strcmp(key, "mxfp8") == 0)
         *out = OCT_ONLINE_MXFP8;
     else {
-        static const char *const ok[] = {"fp8_per_tensor_static", "fp8_per_block_static",
-                                         "mxfp8"};
+        static const char *const ok[] = {"fp8_per_tensor_static", "fp8_per_block_static", "mxfp8"};
         list_str(keys, sizeof keys, ok, OCT_ARRAY_LEN(ok));
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "online quantization for %s with weight=%s is not supported; "
@@ -185,9 +187,8 @@ static oct_status parse_ignore(json_t *v, oct_qspec *q, oct_error *err)
 static oct_status resolve(const char *quantization, const char *config_json, oct_qspec *q,
                           oct_error *err)
 {
-    const char *qz = quantization && *quantization && strcmp(quantization, "none") != 0
-                         ? quantization
-                         : NULL;
+    const char *qz =
+        quantization && *quantization && strcmp(quantization, "none") != 0 ? quantization : NULL;
     if (qz && !in_list(qz, k_online, OCT_ARRAY_LEN(k_online))) {
         char all[256];
         list_str(all, sizeof all, k_online, OCT_ARRAY_LEN(k_online));

@@ -55,14 +55,14 @@ static float dyn_scale(float amax, float qmax, float floor_)
  * qmax (224 for e4m3fnuz, as vLLM: the format's own max is 240). */
 void oct_quant_mul_cast(oct_fp8_format f, const float *x, size_t n, float mul, uint8_t *q)
 {
-    oct_fp8_impl_for(oct_cpu_level_get())->from_f32_scaled(f, x, q, n, mul, false,
-                                                           oct_quant_qmax(f));
+    oct_fp8_impl_for(oct_cpu_level_get())
+        ->from_f32_scaled(f, x, q, n, mul, false, oct_quant_qmax(f));
 }
 
 void oct_quant_div_cast(oct_fp8_format f, const float *x, size_t n, float div, uint8_t *q)
 {
-    oct_fp8_impl_for(oct_cpu_level_get())->from_f32_scaled(f, x, q, n, div, true,
-                                                           oct_quant_qmax(f));
+    oct_fp8_impl_for(oct_cpu_level_get())
+        ->from_f32_scaled(f, x, q, n, div, true, oct_quant_qmax(f));
 }
 
 static bool dims_ok(int64_t rows, int64_t cols)
@@ -257,8 +257,8 @@ uint8_t oct_quant_mx_exponent(oct_mx_recipe recipe, oct_fp8_format elem, float a
  * x * 2^(127-e) (exact power-of-two scaling: the same correctly rounded value
  * as x / 2^(e-127)) into a row buffer, one cast.  Rows with a NaN block take
  * the generic path.  OCT_ERR_NOMEM: caller falls back. */
-static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const float *x,
-                            int64_t rows, int64_t cols, uint8_t *q, uint8_t *scales)
+static oct_status mx_avx512(oct_fp8_format elem, oct_mx_recipe recipe, const float *x, int64_t rows,
+                            int64_t cols, uint8_t *q, uint8_t *scales)
 {
     const oct_fp8_impl *I = oct_fp8_impl_for(OCT_CPU_AVX512);
     float qmax = oct_quant_qmax(elem);

@@ -90,8 +90,8 @@ bool oct_quant_mx_row_avx512(const float *x, int64_t cols, bool ct_recipe, int e
             }
             __m512 v0 = _mm512_and_ps(_mm512_loadu_ps(x + c0 + 32 * b), absmask);
             __m512 v1 = _mm512_and_ps(_mm512_loadu_ps(x + c0 + 32 * b + 16), absmask);
-            nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) |
-                   _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q);
+            nan |=
+                _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q);
             m[b] = _mm512_max_ps(v0, v1);
         }
         if (nan)

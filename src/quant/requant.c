@@ -9,8 +9,8 @@ oct_status oct_quant_requant_shards(oct_fp8_format f, uint8_t *q, int64_t cols,
                                     const int64_t *shard_rows, const float *shard_scales,
                                     int n_shards, bool fp16_intermediate, float *scale_out)
 {
-    if (!oct_quant_elem_format_ok(f) || cols < 0 || n_shards <= 0 || !shard_rows ||
-        !shard_scales || !scale_out)
+    if (!oct_quant_elem_format_ok(f) || cols < 0 || n_shards <= 0 || !shard_rows || !shard_scales ||
+        !scale_out)
         return OCT_ERR_INVALID_ARG;
     float smax = -INFINITY;
     for (int i = 0; i < n_shards; i++) {

@@ -48,7 +48,7 @@ struct oct_server {
     pthread_cond_t cv;  /* n_active changed */
     oct_sched *sched;   /* NULL once shut down */
     bool draining;
-    int64_t n_active;   /* live jobs */
+    int64_t n_active; /* live jobs */
     uint64_t serial;
     bool stopped;
 };
@@ -128,11 +128,10 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-static enum MHD_Result send_buf(struct MHD_Connection *mc, int status, const char *type,
-                                char *body, size_t len)
+static enum MHD_Result send_buf(struct MHD_Connection *mc, int status, const char *type, char *body,
+                                size_t len)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
         return MHD_NO;
@@ -276,8 +275,8 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
     if (kind == SRV_CHAT) {
         char *text = NULL;
         size_t tl = 0;
-        if (oct_chat_render_json(s->tok, NULL, req.messages_json, NULL, true, &text, &tl,
-                                 &err) != OCT_OK ||
+        if (oct_chat_render_json(s->tok, NULL, req.messages_json, NULL, true, &text, &tl, &err) !=
+                OCT_OK ||
             oct_tokenizer_encode(s->tok, text, tl, false, &ids, &err) != OCT_OK) {
             oct_tokenizer_text_free(text);
             srv_error_set(&e, 400, "invalid_request_error", "messages", "%s", err.message);
@@ -285,8 +284,7 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
         }
         oct_tokenizer_text_free(text);
     } else if (req.prompt) {
-        if (oct_tokenizer_encode(s->tok, req.prompt, req.prompt_len, true, &ids, &err) !=
-            OCT_OK) {
+        if (oct_tokenizer_encode(s->tok, req.prompt, req.prompt_len, true, &ids, &err) != OCT_OK) {
             srv_error_set(&e, 400, "invalid_request_error", "prompt", "%s", err.message);
             goto bad;
         }
@@ -347,8 +345,8 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
     j->on_free = job_freed;
     j->on_free_user = s;
     uint64_t group = serial;
-    uint64_t seed0 = j->req.seed_set ? j->req.sampling.seed
-                                     : mix64((uint64_t)(now_s() * 1e9) ^ (serial << 20));
+    uint64_t seed0 =
+        j->req.seed_set ? j->req.sampling.seed : mix64((uint64_t)(now_s() * 1e9) ^ (serial << 20));
 
     pthread_mutex_lock(&s->mu);
     s->n_active++;
@@ -401,10 +399,9 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
 
     if (stream_mode) {
         stream *sm = calloc(1, sizeof *sm);
-        struct MHD_Response *r =
-            sm ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sm,
-                                                   stream_free)
-               : NULL;
+        struct MHD_Response *r = sm ? MHD_create_response_from_callback(
+                                          MHD_SIZE_UNKNOWN, 4096, stream_read, sm, stream_free)
+                                    : NULL;
         if (!r) {
             free(sm);
             cancel_group(s, group);
@@ -558,8 +555,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     if (c->too_large) {
         char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
-                 s->o.max_body_bytes);
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o.max_body_bytes);
         return fail(s, mc, 413, "invalid_request_error", "", msg);
     }
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
@@ -622,16 +618,15 @@ oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const
     oct_status st = OCT_OK;
     const oct_model_config *cfg = oct_model_get_config(m);
     const char *name = opts->served_model_name ? opts->served_model_name
-                       : model_dir                ? model_dir
-                                                  : "octet";
+                       : model_dir             ? model_dir
+                                               : "octet";
     snprintf(s->model_name, sizeof s->model_name, "%s", name);
     for (int i = 0; i < cfg->n_eos && s->n_eos < 15; i++)
         s->eos[s->n_eos++] = (int32_t)cfg->eos_token_ids[i];
     if (oct_tokenizer_eos_id(tok) >= 0)
         s->eos[s->n_eos++] = oct_tokenizer_eos_id(tok);
     if (s->o.max_model_len <= 0)
-        s->o.max_model_len = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings
-                                                              : 2048;
+        s->o.max_model_len = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : 2048;
     if (s->o.max_model_len < 2 || s->o.max_num_seqs <= 0 || s->o.max_connections <= 0 ||
         s->o.idle_timeout_s < 0 || s->o.max_body_bytes == 0 || s->o.max_json_depth <= 0 ||
         s->o.max_n <= 0) {
@@ -685,8 +680,8 @@ oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->o.max_connections,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->o.idle_timeout_s,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_NOTIFY_COMPLETED,
+                            completed, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         st = oct_error_set(err, OCT_ERR_IO, -1, "server: cannot listen on %s:%d (in use?)", host,

@@ -27,8 +27,8 @@ srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *mod
     j->prompt_ids = prompt_ids;
     j->n_prompt = n_prompt;
     j->created = (long long)time(NULL);
-    snprintf(j->id, sizeof j->id, "%s-%016llx",
-             j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)serial);
+    snprintf(j->id, sizeof j->id, "%s-%016llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)serial);
     j->n_choices = j->req.n;
     j->ch = oct_calloc((size_t)j->n_choices, sizeof(srv_choice));
     if (!j->ch)
@@ -56,8 +56,7 @@ srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *mod
         }
         if (!j->echo_text)
             goto fail;
-        if (j->req.logprobs >= 0 &&
-            !(j->plp = oct_calloc((size_t)n_prompt, sizeof(srv_lp))))
+        if (j->req.logprobs >= 0 && !(j->plp = oct_calloc((size_t)n_prompt, sizeof(srv_lp))))
             goto fail;
     }
     return j;
@@ -289,18 +288,14 @@ static json_t *jlp(float x)
 static const char *finish_str(const srv_choice *c)
 {
     switch (c->reason) {
-    case OCT_FINISH_STOP:
-        return "stop";
-    case OCT_FINISH_LENGTH:
-        return "length";
-    default:
-        return "abort";
+    case OCT_FINISH_STOP: return "stop";
+    case OCT_FINISH_LENGTH: return "length";
+    default: return "abort";
     }
 }
 
 /* Completions logprobs object over entries lp[0..n) with a text offset base. */
-static void completion_lp_add(const srv_job *j, json_t *o, const srv_lp *lp, int64_t n,
-                              size_t base)
+static void completion_lp_add(const srv_job *j, json_t *o, const srv_lp *lp, int64_t n, size_t base)
 {
     json_t *toks = json_object_get(o, "tokens"), *tl = json_object_get(o, "token_logprobs"),
            *top = json_object_get(o, "top_logprobs"), *off = json_object_get(o, "text_offset");

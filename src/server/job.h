@@ -18,7 +18,7 @@
 
 typedef struct srv_lp {
     int32_t id;
-    float logprob;   /* NaN: none (the first prompt token) */
+    float logprob; /* NaN: none (the first prompt token) */
     int n_top;
     int32_t top_ids[SRV_MAX_LOGPROBS];
     float top_lp[SRV_MAX_LOGPROBS];
@@ -29,10 +29,10 @@ typedef struct srv_choice {
     struct srv_job *job;
     int index;
     oct_detokenizer *dt;
-    char *text;       /* generated text (after stop-string truncation) */
+    char *text; /* generated text (after stop-string truncation) */
     size_t len, cap;
-    size_t sent;      /* bytes already streamed */
-    srv_lp *lp;       /* [n_lp] generated tokens' logprobs */
+    size_t sent; /* bytes already streamed */
+    srv_lp *lp;  /* [n_lp] generated tokens' logprobs */
     int64_t n_lp, cap_lp, lp_sent;
     int64_t n_gen;
     bool stop_hit, done, finish_sent, role_sent;
@@ -49,14 +49,14 @@ typedef struct srv_job {
     char id[48];
     long long created;
     int64_t n_prompt;
-    int32_t *prompt_ids;  /* [n_prompt] */
-    char *echo_text;      /* completions with echo: the prompt text */
+    int32_t *prompt_ids; /* [n_prompt] */
+    char *echo_text;     /* completions with echo: the prompt text */
     size_t echo_len;
-    srv_lp *plp;          /* echo + logprobs: [n_prompt] prompt token entries */
+    srv_lp *plp; /* echo + logprobs: [n_prompt] prompt token entries */
     bool plp_ready;
     int n_choices, n_done;
     srv_choice *ch;
-    char error[256];      /* engine failure message, "" if none */
+    char error[256]; /* engine failure message, "" if none */
     bool usage_sent, done_sent;
     void (*on_free)(void *user); /* called when the last reference goes */
     void *on_free_user;

@@ -113,8 +113,7 @@ static void put(buf *b, const char *fmt, ...)
     }
 }
 
-static void put_hist(buf *b, const char *name, const char *help, const srv_hist *h,
-                     const char *lbl)
+static void put_hist(buf *b, const char *name, const char *help, const srv_hist *h, const char *lbl)
 {
     put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
@@ -152,35 +151,43 @@ char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const char *
         (unsigned long long)c.req_client_err);
     put(&b, "octet_requests_total{%s,status=\"5xx\"} %llu\n", lbl,
         (unsigned long long)c.req_server_err);
-    put(&b, "# HELP octet_prompt_tokens_total Prompt tokens of finished requests.\n"
-            "# TYPE octet_prompt_tokens_total counter\noctet_prompt_tokens_total{%s} %llu\n",
+    put(&b,
+        "# HELP octet_prompt_tokens_total Prompt tokens of finished requests.\n"
+        "# TYPE octet_prompt_tokens_total counter\noctet_prompt_tokens_total{%s} %llu\n",
         lbl, (unsigned long long)c.prompt_tokens);
-    put(&b, "# HELP octet_generation_tokens_total Tokens generated for finished requests.\n"
-            "# TYPE octet_generation_tokens_total counter\n"
-            "octet_generation_tokens_total{%s} %llu\n",
+    put(&b,
+        "# HELP octet_generation_tokens_total Tokens generated for finished requests.\n"
+        "# TYPE octet_generation_tokens_total counter\n"
+        "octet_generation_tokens_total{%s} %llu\n",
         lbl, (unsigned long long)c.generated_tokens);
     put_hist(&b, "octet_time_to_first_token_seconds", "Time from arrival to the first token.",
              &c.ttft, lbl);
     put_hist(&b, "octet_inter_token_latency_seconds", "Time between two tokens of a sequence.",
              &c.itl, lbl);
     double use = st->kv_blocks_total ? (double)st->kv_blocks_used / (double)st->kv_blocks_total : 0;
-    put(&b, "# HELP octet_kv_cache_usage_ratio Fraction of KV-cache blocks in use.\n"
-            "# TYPE octet_kv_cache_usage_ratio gauge\noctet_kv_cache_usage_ratio{%s} %.6f\n",
+    put(&b,
+        "# HELP octet_kv_cache_usage_ratio Fraction of KV-cache blocks in use.\n"
+        "# TYPE octet_kv_cache_usage_ratio gauge\noctet_kv_cache_usage_ratio{%s} %.6f\n",
         lbl, use);
-    put(&b, "# HELP octet_kv_cache_blocks_total KV-cache blocks (16 tokens each).\n"
-            "# TYPE octet_kv_cache_blocks_total gauge\noctet_kv_cache_blocks_total{%s} %lld\n",
+    put(&b,
+        "# HELP octet_kv_cache_blocks_total KV-cache blocks (16 tokens each).\n"
+        "# TYPE octet_kv_cache_blocks_total gauge\noctet_kv_cache_blocks_total{%s} %lld\n",
         lbl, (long long)st->kv_blocks_total);
-    put(&b, "# HELP octet_num_requests_running Sequences in the running batch.\n"
-            "# TYPE octet_num_requests_running gauge\noctet_num_requests_running{%s} %lld\n",
+    put(&b,
+        "# HELP octet_num_requests_running Sequences in the running batch.\n"
+        "# TYPE octet_num_requests_running gauge\noctet_num_requests_running{%s} %lld\n",
         lbl, (long long)st->running);
-    put(&b, "# HELP octet_num_requests_waiting Sequences waiting to be scheduled.\n"
-            "# TYPE octet_num_requests_waiting gauge\noctet_num_requests_waiting{%s} %lld\n",
+    put(&b,
+        "# HELP octet_num_requests_waiting Sequences waiting to be scheduled.\n"
+        "# TYPE octet_num_requests_waiting gauge\noctet_num_requests_waiting{%s} %lld\n",
         lbl, (long long)st->waiting);
-    put(&b, "# HELP octet_num_preemptions_total Sequences preempted for KV blocks.\n"
-            "# TYPE octet_num_preemptions_total counter\noctet_num_preemptions_total{%s} %lld\n",
+    put(&b,
+        "# HELP octet_num_preemptions_total Sequences preempted for KV blocks.\n"
+        "# TYPE octet_num_preemptions_total counter\noctet_num_preemptions_total{%s} %lld\n",
         lbl, (long long)st->preemptions);
-    put(&b, "# HELP octet_engine_steps_total Forward passes run by the engine.\n"
-            "# TYPE octet_engine_steps_total counter\noctet_engine_steps_total{%s} %lld\n",
+    put(&b,
+        "# HELP octet_engine_steps_total Forward passes run by the engine.\n"
+        "# TYPE octet_engine_steps_total counter\noctet_engine_steps_total{%s} %lld\n",
         lbl, (long long)st->steps);
     if (b.fail) {
         oct_free(b.p);

@@ -49,10 +49,10 @@ int srv_json_depth(const char *s, size_t len)
     return max;
 }
 
-#define BAD(param, ...)                                                                    \
-    do {                                                                                   \
-        srv_error_set(err, 400, "invalid_request_error", param, __VA_ARGS__);              \
-        goto fail;                                                                         \
+#define BAD(param, ...)                                                                            \
+    do {                                                                                           \
+        srv_error_set(err, 400, "invalid_request_error", param, __VA_ARGS__);                      \
+        goto fail;                                                                                 \
     } while (0)
 
 /* Field lookup: NULL when absent or null. */
@@ -62,8 +62,7 @@ static json_t *get(json_t *o, const char *key)
     return v && !json_is_null(v) ? v : NULL;
 }
 
-static bool get_number(json_t *o, const char *key, double lo, double hi, float *out,
-                       srv_error *err)
+static bool get_number(json_t *o, const char *key, double lo, double hi, float *out, srv_error *err)
 {
     json_t *v = get(o, key);
     if (!v)
@@ -148,8 +147,8 @@ static bool parse_stop(json_t *o, srv_request *r, srv_error *err)
     json_array_foreach(v, i, s)
     {
         if (!json_is_string(s)) {
-            srv_error_set(err, 400, "invalid_request_error", "stop",
-                          "'stop[%zu]' must be a string", i);
+            srv_error_set(err, 400, "invalid_request_error", "stop", "'stop[%zu]' must be a string",
+                          i);
             return false;
         }
         if (json_string_length(s) == 0)
@@ -204,8 +203,7 @@ static bool parse_prompt(json_t *o, const srv_limits *lim, srv_request *r, srv_e
     }
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(v, i);
-        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
-            json_integer_value(t) > INT32_MAX) {
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX) {
             srv_error_set(err, 400, "invalid_request_error", "prompt",
                           "'prompt[%zu]' must be a non-negative token id", i);
             return false;
@@ -242,8 +240,8 @@ static bool parse_messages(json_t *o, srv_request *r, srv_error *err)
         }
         json_t *role = json_object_get(m, "role");
         if (!json_is_string(role)) {
-            srv_error_set(err, 400, "invalid_request_error", param,
-                          "'%s.role' must be a string", param);
+            srv_error_set(err, 400, "invalid_request_error", param, "'%s.role' must be a string",
+                          param);
             goto fail;
         }
         json_t *c = json_object_get(m, "content");

@@ -18,9 +18,9 @@ typedef enum { SRV_COMPLETIONS = 0, SRV_CHAT = 1 } srv_kind;
 #define SRV_MAX_LOGPROBS 20
 
 typedef struct srv_error {
-    int http;            /* 400, 401, 404, 413, ... */
-    const char *type;    /* "invalid_request_error", ... */
-    char param[64];      /* the offending field ("" when none) */
+    int http;         /* 400, 401, 404, 413, ... */
+    const char *type; /* "invalid_request_error", ... */
+    char param[64];   /* the offending field ("" when none) */
     char message[512];
 } srv_error;
 
@@ -33,19 +33,19 @@ typedef struct srv_limits {
 
 typedef struct srv_request {
     srv_kind kind;
-    char *model;          /* NULL when absent */
-    char *prompt;         /* completions, text prompt (NUL-terminated, prompt_len bytes) */
+    char *model;  /* NULL when absent */
+    char *prompt; /* completions, text prompt (NUL-terminated, prompt_len bytes) */
     size_t prompt_len;
-    int32_t *prompt_ids;  /* completions, token-id prompt [n_prompt_ids] */
+    int32_t *prompt_ids; /* completions, token-id prompt [n_prompt_ids] */
     int64_t n_prompt_ids;
-    char *messages_json;  /* chat: messages with content flattened to strings */
-    int64_t max_tokens;   /* -1: not given */
+    char *messages_json; /* chat: messages with content flattened to strings */
+    int64_t max_tokens;  /* -1: not given */
     oct_sampling sampling;
     bool seed_set;
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int n;
-    int logprobs;         /* -1: none; else top-k count (0 = only the chosen token) */
+    int logprobs; /* -1: none; else top-k count (0 = only the chosen token) */
     bool echo, stream, include_usage, ignore_eos;
 } srv_request;
 

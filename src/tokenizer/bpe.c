@@ -58,11 +58,16 @@ static oct_status vocab_id(const tok_bpe *bpe, const char *s, size_t n, size_t m
 
 oct_status tok_bpe_parse(const json_t *m, tok_bpe *bpe, oct_error *err)
 {
-    static const char *const keys[] = {"type",          "dropout",
-                                       "unk_token",     "continuing_subword_prefix",
-                                       "end_of_word_suffix", "fuse_unk",
-                                       "byte_fallback", "ignore_merges",
-                                       "vocab",         "merges",
+    static const char *const keys[] = {"type",
+                                       "dropout",
+                                       "unk_token",
+                                       "continuing_subword_prefix",
+                                       "end_of_word_suffix",
+                                       "fuse_unk",
+                                       "byte_fallback",
+                                       "ignore_merges",
+                                       "vocab",
+                                       "merges",
                                        NULL};
     memset(bpe, 0, sizeof *bpe);
     bpe->unk_id = -1;
@@ -103,8 +108,7 @@ oct_status tok_bpe_parse(const json_t *m, tok_bpe *bpe, oct_error *err)
         json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
         if (id < 0 || id >= INT32_MAX)
             return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                 "model.vocab['%.100s']: expected a non-negative integer id",
-                                 key);
+                                 "model.vocab['%.100s']: expected a non-negative integer id", key);
         /* jansson's object keys are NUL-terminated; tokens with an embedded
          * NUL are looked up by their prefix, which no real vocab has. */
         size_t klen = strlen(key);
@@ -127,8 +131,8 @@ oct_status tok_bpe_parse(const json_t *m, tok_bpe *bpe, oct_error *err)
                 bpe->byte_ids[v] = (int32_t)id;
         }
     }
-    if (bpe->unk_token && !tok_strmap_get(&bpe->vocab, bpe->unk_token, strlen(bpe->unk_token),
-                                          &bpe->unk_id))
+    if (bpe->unk_token &&
+        !tok_strmap_get(&bpe->vocab, bpe->unk_token, strlen(bpe->unk_token), &bpe->unk_id))
         bpe->unk_id = -1; /* HF only fails when the unknown token is needed */
 
     const json_t *merges = json_object_get(m, "merges");

@@ -20,7 +20,7 @@ static oct_status render(const oct_tokenizer *tok, const char *template_src, jso
                          json_t *extra, bool add_generation_prompt, char **out, size_t *out_len,
                          oct_error *err)
 {
-    const char *src = template_src ? template_src
+    const char *src = template_src                ? template_src
                       : tok && tok->chat_template ? tok->chat_template
                                                   : k_fallback_template;
     json_t *ctx = json_object();
@@ -77,8 +77,7 @@ oct_status oct_chat_render(const oct_tokenizer *tok, const oct_chat_message *mes
             json_decref(msgs);
             return content && !json_string(content)
                        ? oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                       "chat render: message %lld is not valid UTF-8",
-                                       (long long)i)
+                                       "chat render: message %lld is not valid UTF-8", (long long)i)
                        : nomem(err);
         }
     }
@@ -100,8 +99,8 @@ oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_s
     if (!msgs || !json_is_array(msgs)) {
         json_decref(msgs);
         return oct_error_set(err, OCT_ERR_INVALID_ARG, msgs ? -1 : je.position,
-                             "chat render: messages must be a JSON array%s%s",
-                             msgs ? "" : ": ", msgs ? "" : je.text);
+                             "chat render: messages must be a JSON array%s%s", msgs ? "" : ": ",
+                             msgs ? "" : je.text);
     }
     json_t *extra = NULL;
     if (extra_json) {
@@ -113,8 +112,8 @@ oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_s
                                  "chat render: extra variables must be a JSON object");
         }
     }
-    oct_status st = render(tok, template_src, msgs, extra, add_generation_prompt, out, out_len,
-                           err);
+    oct_status st =
+        render(tok, template_src, msgs, extra, add_generation_prompt, out, out_len, err);
     json_decref(msgs);
     json_decref(extra);
     return st;

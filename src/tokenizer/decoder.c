@@ -78,14 +78,14 @@ oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_e
             d->n_children++;
         }
     } else if (strcmp(type, "ByteLevel") == 0) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets",
-                                           "use_regex", NULL};
+        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL};
         d->kind = TOK_DEC_BYTELEVEL;
         if ((st = tok_json_known_keys(j, keys, path, err)))
             goto fail;
     } else if (strcmp(type, "Metaspace") == 0) {
-        static const char *const keys[] = {"type", "replacement", "add_prefix_space",
-                                           "prepend_scheme", "split", "str_rep", NULL};
+        static const char *const keys[] = {
+            "type", "replacement", "add_prefix_space", "prepend_scheme", "split", "str_rep", NULL};
         d->kind = TOK_DEC_METASPACE;
         const char *ps;
         if ((st = tok_json_known_keys(j, keys, path, err)) ||
@@ -116,11 +116,11 @@ oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_e
             (st = tok_json_str(j, "content", true, &content, &len, path, err)))
             goto fail;
         if (json_is_string(s))
-            st = tok_regex_compile(json_string_value(s), json_string_length(s), true, &d->re,
-                                   what, err);
+            st = tok_regex_compile(json_string_value(s), json_string_length(s), true, &d->re, what,
+                                   err);
         else if (json_is_string(r))
-            st = tok_regex_compile(json_string_value(r), json_string_length(r), false, &d->re,
-                                   what, err);
+            st = tok_regex_compile(json_string_value(r), json_string_length(r), false, &d->re, what,
+                                   err);
         else
             st = oct_error_set(err, OCT_ERR_FORMAT, -1,
                                "%s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", path);
@@ -155,8 +155,8 @@ oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_e
         d->start = json_integer_value(a);
         d->stop = json_integer_value(b);
     } else {
-        st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported decoder '%s'", path,
-                           type);
+        st =
+            oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported decoder '%s'", path, type);
         goto fail;
     }
     *out = d;

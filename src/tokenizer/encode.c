@@ -124,8 +124,8 @@ static void swap_segs(tok_work *w)
     w->alt = t;
 }
 
-static oct_status encode_ids(const oct_tokenizer *t, const char *text, size_t len,
-                             bool add_special, tok_work *w, tok_ids *ids, oct_error *err)
+static oct_status encode_ids(const oct_tokenizer *t, const char *text, size_t len, bool add_special,
+                             tok_work *w, tok_ids *ids, oct_error *err)
 {
     oct_status st;
     if (!tok_buf_append(&w->text, text, len) || !tok_segs_push(&w->segs, 0, len, -1, true))
@@ -172,8 +172,7 @@ static oct_status encode_ids(const oct_tokenizer *t, const char *text, size_t le
         if (seg->id >= 0) {
             if (!tok_ids_push(ids, seg->id))
                 return nomem(err);
-        } else if ((st = tok_bpe_encode(&t->bpe, w->text.data + seg->off, seg->len, w, ids,
-                                        err))) {
+        } else if ((st = tok_bpe_encode(&t->bpe, w->text.data + seg->off, seg->len, w, ids, err))) {
             return st;
         }
     }
@@ -195,8 +194,8 @@ oct_status oct_tokenizer_encode(const oct_tokenizer *t, const char *text, size_t
     tok_work w = {0};
     w.md = pcre2_match_data_create(4, NULL);
     tok_ids ids = {out->ids, 0, (size_t)out->cap};
-    oct_status st = w.md ? encode_ids(t, text ? text : "", len, add_special_tokens, &w, &ids, err)
-                         : nomem(err);
+    oct_status st =
+        w.md ? encode_ids(t, text ? text : "", len, add_special_tokens, &w, &ids, err) : nomem(err);
     out->ids = ids.v;
     out->cap = (int64_t)ids.cap;
     out->n = st == OCT_OK ? (int64_t)ids.n : 0;
@@ -215,8 +214,8 @@ void oct_token_ids_free(oct_token_ids *v)
 
 /* ------------------------------------------------------------------ decode */
 
-static oct_status decode_to(const oct_tokenizer *t, const int32_t *ids, size_t n,
-                            bool skip_special, tok_buf *out, oct_error *err)
+static oct_status decode_to(const oct_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                            tok_buf *out, oct_error *err)
 {
     tok_strlist in = {0}, res = {0};
     oct_status st = OCT_OK;
@@ -368,8 +367,7 @@ oct_status oct_detokenizer_push(oct_detokenizer *d, int32_t id, const char **tex
     return emit_window(d, false, text, len, err);
 }
 
-oct_status oct_detokenizer_flush(oct_detokenizer *d, const char **text, size_t *len,
-                                 oct_error *err)
+oct_status oct_detokenizer_flush(oct_detokenizer *d, const char **text, size_t *len, oct_error *err)
 {
     if (!d || !text)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "detokenizer: NULL argument");

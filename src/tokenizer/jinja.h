@@ -193,17 +193,17 @@ typedef struct jnodes {
 struct jnode {
     jnode_kind kind;
     int line;
-    const char *name; /* NAME, ATTR, CALL/METHOD/FILTER/TEST name, SET target */
-    const char *attr; /* SET ns.attr */
+    const char *name;  /* NAME, ATTR, CALL/METHOD/FILTER/TEST name, SET target */
+    const char *attr;  /* SET ns.attr */
     const char *name2; /* FOR second target */
     char op[3];
-    bool negate;     /* TEST: is not */
+    bool negate; /* TEST: is not */
     jv lit;
-    jnodes kids;     /* operands / call args */
-    jnodes kwargs;   /* keyword args: each node's `name` is the keyword, kids[0] the value */
-    jnodes body;     /* FOR body, SET block body, BODY */
+    jnodes kids;   /* operands / call args */
+    jnodes kwargs; /* keyword args: each node's `name` is the keyword, kids[0] the value */
+    jnodes body;   /* FOR body, SET block body, BODY */
     jnodes else_body;
-    jnodes *blocks;  /* IF: one body per condition */
+    jnodes *blocks; /* IF: one body per condition */
     size_t n_blocks;
 };
 

@@ -43,8 +43,7 @@ static jv fail(ev *e, const jnode *n, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(m, sizeof m, fmt, ap);
         va_end(ap);
-        oct_error_set(e->err, OCT_ERR_FORMAT, -1, "chat template line %d: %s", n ? n->line : 0,
-                      m);
+        oct_error_set(e->err, OCT_ERR_FORMAT, -1, "chat template line %d: %s", n ? n->line : 0, m);
         e->failed = true;
     }
     return jv_undef();
@@ -184,10 +183,8 @@ static jlist *as_list(ev *e, const jnode *n, const jv *v)
         return NULL;
     }
     switch (v->t) {
-    case JV_LIST:
-        return v->u.l;
-    case JV_UNDEF:
-        return l.u.l;
+    case JV_LIST: return v->u.l;
+    case JV_UNDEF: return l.u.l;
     case JV_DICT:
         for (size_t i = 0; i < v->u.d->n; i++) {
             jv k = {JV_STR, {.s = v->u.d->keys[i]}};
@@ -212,9 +209,7 @@ static jlist *as_list(ev *e, const jnode *n, const jv *v)
         }
         return l.u.l;
     }
-    default:
-        fail(e, n, "'%s' object is not iterable", jv_type_name(v->t));
-        return NULL;
+    default: fail(e, n, "'%s' object is not iterable", jv_type_name(v->t)); return NULL;
     }
 }
 
@@ -259,9 +254,7 @@ static bool contains(ev *e, const jnode *n, const jv *hay, const jv *needle, boo
         *res = needle->t == JV_STR &&
                jv_dict_get(hay->u.d, needle->u.s->data, needle->u.s->len) != NULL;
         return true;
-    case JV_UNDEF:
-        fail(e, n, "argument of type 'Undefined' is not iterable");
-        return false;
+    case JV_UNDEF: fail(e, n, "argument of type 'Undefined' is not iterable"); return false;
     default:
         fail(e, n, "argument of type '%s' is not iterable", jv_type_name(hay->t));
         return false;
@@ -276,8 +269,7 @@ static jv get_attr(ev *e, const jnode *n, const jv *obj, const char *name, size_
         return v ? *v : jv_undef();
     }
     if (obj->t == JV_UNDEF)
-        return fail(e, n, "'%.*s' is undefined (attribute of an undefined value)", (int)len,
-                    name);
+        return fail(e, n, "'%.*s' is undefined (attribute of an undefined value)", (int)len, name);
     return jv_undef();
 }
 
@@ -475,7 +467,8 @@ static jv replace(ev *e, const jnode *n, const jstr *s, const jv *old, const jv 
     bool ok = true;
     if (o->len == 0) { /* Python inserts between every character */
         for (size_t k = 0; k <= s->len && ok; k++) {
-            if ((count < 0 || done < count) && (k == s->len || ((unsigned char)s->data[k] & 0xC0) != 0x80)) {
+            if ((count < 0 || done < count) &&
+                (k == s->len || ((unsigned char)s->data[k] & 0xC0) != 0x80)) {
                 ok = tok_buf_append(&b, w->data, w->len);
                 done++;
             }
@@ -600,8 +593,7 @@ static const jv *arg(const args *a, size_t i, const char *name)
 
 /* ------------------------------------------------------------------ tests */
 
-static bool run_test(ev *e, const jnode *n, const char *name, const jv *v, const args *a,
-                     bool *res)
+static bool run_test(ev *e, const jnode *n, const char *name, const jv *v, const args *a, bool *res)
 {
     const jv *x = arg(a, 0, NULL);
     if (!strcmp(name, "defined"))
@@ -669,7 +661,8 @@ static bool run_test(ev *e, const jnode *n, const char *name, const jv *v, const
         int c = compare_vals(e, n, v, x, &ok);
         if (!ok)
             return false;
-        *res = name[0] == 'l' ? (name[1] == 't' ? c < 0 : c <= 0) : (name[1] == 't' ? c > 0 : c >= 0);
+        *res =
+            name[0] == 'l' ? (name[1] == 't' ? c < 0 : c <= 0) : (name[1] == 't' ? c > 0 : c >= 0);
     } else if (!strcmp(name, "in")) {
         if (!x)
             return fail(e, n, "test 'in' needs an argument"), false;
@@ -1009,7 +1002,11 @@ static jv call_method(ev *e, const jnode *n, const jv *obj, const char *name, co
         }
         if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
             !strcmp(name, "title"))
-            return change_case(e, s, name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : name[0] == 'c' ? 2 : 3);
+            return change_case(e, s,
+                               name[0] == 'l'   ? 0
+                               : name[0] == 'u' ? 1
+                               : name[0] == 'c' ? 2
+                                                : 3);
         if (!strcmp(name, "replace")) {
             const jv *c = arg(a, 2, NULL);
             if (!x || !arg(a, 1, NULL))
@@ -1020,8 +1017,8 @@ static jv call_method(ev *e, const jnode *n, const jv *obj, const char *name, co
             if (!x || x->t != JV_STR)
                 return fail(e, n, "%s() needs a string", name);
             if (name[0] == 'f') {
-                const char *hit = x->u.s->len ? memmem(s->data, s->len, x->u.s->data, x->u.s->len)
-                                              : s->data;
+                const char *hit =
+                    x->u.s->len ? memmem(s->data, s->len, x->u.s->data, x->u.s->len) : s->data;
                 if (!hit)
                     return jv_int(-1);
                 jstr pre = {(size_t)(hit - s->data), s->data};
@@ -1054,7 +1051,7 @@ static jv call_method(ev *e, const jnode *n, const jv *obj, const char *name, co
             bool r = s->len > 0;
             for (size_t i = 0; i < s->len && r; i++) {
                 char c = s->data[i];
-                r = name[2] == 'd' ? (c >= '0' && c <= '9')
+                r = name[2] == 'd'   ? (c >= '0' && c <= '9')
                     : name[2] == 's' ? (c == ' ' || (c >= '\t' && c <= '\r'))
                                      : ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
             }
@@ -1098,9 +1095,8 @@ static jv call_global(ev *e, const jnode *n, const jv *fn, const args *a)
         if (e->failed)
             return jv_undef();
         if (!e->failed) {
-            oct_error_set(e->err, OCT_ERR_FORMAT, -1,
-                          "chat template line %d: raise_exception: %s", n->line,
-                          msg.u.s->data);
+            oct_error_set(e->err, OCT_ERR_FORMAT, -1, "chat template line %d: raise_exception: %s",
+                          n->line, msg.u.s->data);
             e->failed = true;
         }
         return jv_undef();
@@ -1163,8 +1159,7 @@ static jv call_global(ev *e, const jnode *n, const jv *fn, const args *a)
 #pragma GCC diagnostic pop
         return str_of(e, buf, len);
     }
-    default:
-        return fail(e, n, "'%s' is not a function", n->name);
+    default: return fail(e, n, "'%s' is not a function", n->name);
     }
 }
 
@@ -1217,7 +1212,8 @@ static jv binop(ev *e, const jnode *n, const char *op, jv x, jv y)
             return out.t == JV_LIST ? out : nomem(e);
         }
     }
-    if (!strcmp(op, "*") && ((x.t == JV_STR && y.t == JV_INT) || (x.t == JV_INT && y.t == JV_STR))) {
+    if (!strcmp(op, "*") &&
+        ((x.t == JV_STR && y.t == JV_INT) || (x.t == JV_INT && y.t == JV_STR))) {
         const jv *s = x.t == JV_STR ? &x : &y;
         int64_t k = x.t == JV_INT ? x.u.i : y.u.i;
         if (k > 0 && s->u.s->len * (size_t)k > ((size_t)16 << 20))
@@ -1239,13 +1235,12 @@ static jv binop(ev *e, const jnode *n, const char *op, jv x, jv y)
     int64_t a = ival(&x), b = ival(&y);
     double fa = num(&x), fb = num(&y);
     switch (op[0]) {
-    case '+':
-        return ints ? jv_int((int64_t)((uint64_t)a + (uint64_t)b)) : jv_float(fa + fb);
-    case '-':
-        return ints ? jv_int((int64_t)((uint64_t)a - (uint64_t)b)) : jv_float(fa - fb);
+    case '+': return ints ? jv_int((int64_t)((uint64_t)a + (uint64_t)b)) : jv_float(fa + fb);
+    case '-': return ints ? jv_int((int64_t)((uint64_t)a - (uint64_t)b)) : jv_float(fa - fb);
     case '*':
         if (op[1] == '*')
-            return ints && b >= 0 ? jv_int((int64_t)pow((double)a, (double)b)) : jv_float(pow(fa, fb));
+            return ints && b >= 0 ? jv_int((int64_t)pow((double)a, (double)b))
+                                  : jv_float(pow(fa, fb));
         return ints ? jv_int((int64_t)((uint64_t)a * (uint64_t)b)) : jv_float(fa * fb);
     case '/':
         if (fb == 0.0)
@@ -1295,9 +1290,7 @@ static jv eval(ev *e, const jnode *n)
     jv r = jv_undef();
     args a;
     switch (n->kind) {
-    case JN_LIT:
-        r = n->lit;
-        break;
+    case JN_LIT: r = n->lit; break;
     case JN_NAME: {
         jv *v = lookup(e, n->name);
         r = v ? *v : jv_undef();
@@ -1431,8 +1424,7 @@ static jv eval(ev *e, const jnode *n)
         r = d;
         break;
     }
-    default:
-        r = fail(e, n, "statement used as an expression");
+    default: r = fail(e, n, "statement used as an expression");
     }
     e->depth--;
     return e->failed ? jv_undef() : r;
@@ -1470,20 +1462,19 @@ static void exec_for(ev *e, const jnode *n)
     e->top = &s;
     const jnode *filter = n->kids.n > 1 ? n->kids.v[1] : NULL;
     /* bind the loop target(s) of one item */
-#define BIND(item)                                                                         \
-    do {                                                                                   \
-        if (n->name2) {                                                                    \
-            jv pair_ = (item);                                                             \
-            if (pair_.t != JV_LIST || pair_.u.l->n != 2) {                                 \
-                fail(e, n, "cannot unpack into two loop variables");                      \
-                goto out;                                                                  \
-            }                                                                              \
-            if (!assign(e, n->name, pair_.u.l->v[0]) ||                                    \
-                !assign(e, n->name2, pair_.u.l->v[1]))                                     \
-                goto out;                                                                  \
-        } else if (!assign(e, n->name, (item))) {                                          \
-            goto out;                                                                      \
-        }                                                                                  \
+#define BIND(item)                                                                                 \
+    do {                                                                                           \
+        if (n->name2) {                                                                            \
+            jv pair_ = (item);                                                                     \
+            if (pair_.t != JV_LIST || pair_.u.l->n != 2) {                                         \
+                fail(e, n, "cannot unpack into two loop variables");                               \
+                goto out;                                                                          \
+            }                                                                                      \
+            if (!assign(e, n->name, pair_.u.l->v[0]) || !assign(e, n->name2, pair_.u.l->v[1]))     \
+                goto out;                                                                          \
+        } else if (!assign(e, n->name, (item))) {                                                  \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
     jlist *kept = items;
     if (filter) {
@@ -1605,14 +1596,9 @@ static void exec_stmt(ev *e, const jnode *n)
         break;
     }
     case JN_BREAK:
-    case JN_CONTINUE:
-        e->loop_ctl = n->kind == JN_BREAK ? 1 : 2;
-        break;
-    case JN_BODY:
-        exec_body(e, &n->body);
-        break;
-    default:
-        fail(e, n, "expression used as a statement");
+    case JN_CONTINUE: e->loop_ctl = n->kind == JN_BREAK ? 1 : 2; break;
+    case JN_BODY: exec_body(e, &n->body); break;
+    default: fail(e, n, "expression used as a statement");
     }
 }
 

@@ -51,12 +51,12 @@ static int line_of(const char *src, size_t pos)
     return line;
 }
 
-#define LEX_ERR(pos, ...)                                                                  \
-    do {                                                                                   \
-        char m_[300];                                                                      \
-        snprintf(m_, sizeof m_, __VA_ARGS__);                                              \
-        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)(pos),                          \
-                             "chat template line %d: %s", line_of(src, pos), m_);          \
+#define LEX_ERR(pos, ...)                                                                          \
+    do {                                                                                           \
+        char m_[300];                                                                              \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)(pos), "chat template line %d: %s",     \
+                             line_of(src, pos), m_);                                               \
     } while (0)
 
 /* Lexes the expression inside a tag, from *pos up to the closing delimiter
@@ -148,23 +148,13 @@ static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *c
                     char e = src[i + 1];
                     i += 2;
                     switch (e) {
-                    case 'n':
-                        ok = tok_buf_putc(&b, '\n');
-                        break;
-                    case 't':
-                        ok = tok_buf_putc(&b, '\t');
-                        break;
-                    case 'r':
-                        ok = tok_buf_putc(&b, '\r');
-                        break;
-                    case '0':
-                        ok = tok_buf_putc(&b, '\0');
-                        break;
+                    case 'n': ok = tok_buf_putc(&b, '\n'); break;
+                    case 't': ok = tok_buf_putc(&b, '\t'); break;
+                    case 'r': ok = tok_buf_putc(&b, '\r'); break;
+                    case '0': ok = tok_buf_putc(&b, '\0'); break;
                     case '\\':
                     case '\'':
-                    case '"':
-                        ok = tok_buf_putc(&b, e);
-                        break;
+                    case '"': ok = tok_buf_putc(&b, e); break;
                     case '\n':
                         ok = true; /* line continuation */
                         break;
@@ -197,8 +187,7 @@ static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *c
                         ok = tok_buf_put_cp(&b, cp);
                         break;
                     }
-                    default:
-                        ok = tok_buf_putc(&b, '\\') && tok_buf_putc(&b, e);
+                    default: ok = tok_buf_putc(&b, '\\') && tok_buf_putc(&b, e);
                     }
                 } else {
                     ok = tok_buf_putc(&b, ch);
@@ -243,8 +232,8 @@ oct_status jinja_lex(const char *src, size_t n, jarena *a, jtoks *out, oct_error
     while (i <= n) {
         /* find the next tag opening */
         size_t p = i;
-        while (p + 1 < n && !(src[p] == '{' && (src[p + 1] == '{' || src[p + 1] == '%' ||
-                                                 src[p + 1] == '#')))
+        while (p + 1 < n &&
+               !(src[p] == '{' && (src[p + 1] == '{' || src[p + 1] == '%' || src[p + 1] == '#')))
             p++;
         if (p + 1 >= n)
             p = n;

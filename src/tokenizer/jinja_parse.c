@@ -264,7 +264,9 @@ static jnode *primary(parser *p)
         return expect_op(p, "}") ? n : NULL;
     }
     return fail(p, "unexpected '%s' in expression",
-                t->str ? t->str : t->t == JT_EOF ? "end of template" : "end of tag");
+                t->str           ? t->str
+                : t->t == JT_EOF ? "end of template"
+                                 : "end of tag");
 }
 
 static jnode *postfix(parser *p, jnode *n)
@@ -487,8 +489,8 @@ static jnode *compare(parser *p)
     jnode *n = math1(p);
     while (n) {
         const char *op = NULL;
-        if (is_op(p, "==") || is_op(p, "!=") || is_op(p, "<") || is_op(p, ">") ||
-            is_op(p, "<=") || is_op(p, ">="))
+        if (is_op(p, "==") || is_op(p, "!=") || is_op(p, "<") || is_op(p, ">") || is_op(p, "<=") ||
+            is_op(p, ">="))
             op = cur(p)->str;
         else if (is_name(p, "in"))
             op = "in";

@@ -177,18 +177,12 @@ jv jv_from_json(jarena *a, const json_t *j)
         }
         return l;
     }
-    case JSON_STRING:
-        return jv_str(a, json_string_value(j), json_string_length(j));
-    case JSON_INTEGER:
-        return jv_int((int64_t)json_integer_value(j));
-    case JSON_REAL:
-        return jv_float(json_real_value(j));
-    case JSON_TRUE:
-        return jv_bool(true);
-    case JSON_FALSE:
-        return jv_bool(false);
-    case JSON_NULL:
-        return jv_none();
+    case JSON_STRING: return jv_str(a, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER: return jv_int((int64_t)json_integer_value(j));
+    case JSON_REAL: return jv_float(json_real_value(j));
+    case JSON_TRUE: return jv_bool(true);
+    case JSON_FALSE: return jv_bool(false);
+    case JSON_NULL: return jv_none();
     }
     return jv_undef();
 }
@@ -197,22 +191,14 @@ bool jv_truthy(const jv *v)
 {
     switch (v->t) {
     case JV_UNDEF:
-    case JV_NONE:
-        return false;
-    case JV_BOOL:
-        return v->u.b;
-    case JV_INT:
-        return v->u.i != 0;
-    case JV_FLOAT:
-        return v->u.f != 0.0;
-    case JV_STR:
-        return v->u.s->len != 0;
-    case JV_LIST:
-        return v->u.l->n != 0;
-    case JV_DICT:
-        return v->u.d->is_namespace || v->u.d->n != 0;
-    case JV_FUNC:
-        return true;
+    case JV_NONE: return false;
+    case JV_BOOL: return v->u.b;
+    case JV_INT: return v->u.i != 0;
+    case JV_FLOAT: return v->u.f != 0.0;
+    case JV_STR: return v->u.s->len != 0;
+    case JV_LIST: return v->u.l->n != 0;
+    case JV_DICT: return v->u.d->is_namespace || v->u.d->n != 0;
+    case JV_FUNC: return true;
     }
     return false;
 }
@@ -318,8 +304,7 @@ static bool repr_str(const jstr *s, tok_buf *out)
 bool jv_repr(const jv *v, tok_buf *out)
 {
     switch (v->t) {
-    case JV_STR:
-        return repr_str(v->u.s, out);
+    case JV_STR: return repr_str(v->u.s, out);
     case JV_LIST: {
         if (!tok_buf_putc(out, '['))
             return false;
@@ -340,31 +325,22 @@ bool jv_repr(const jv *v, tok_buf *out)
                 return false;
         return tok_buf_putc(out, '}');
     }
-    default:
-        return jv_to_str(v, out);
+    default: return jv_to_str(v, out);
     }
 }
 
 bool jv_to_str(const jv *v, tok_buf *out)
 {
     switch (v->t) {
-    case JV_UNDEF:
-        return tok_buf_append(out, "", 0);
-    case JV_NONE:
-        return tok_buf_append(out, "None", 4);
-    case JV_BOOL:
-        return v->u.b ? tok_buf_append(out, "True", 4) : tok_buf_append(out, "False", 5);
-    case JV_INT:
-        return put_int(v->u.i, out);
-    case JV_FLOAT:
-        return put_float(v->u.f, out);
-    case JV_STR:
-        return tok_buf_append(out, v->u.s->data, v->u.s->len);
+    case JV_UNDEF: return tok_buf_append(out, "", 0);
+    case JV_NONE: return tok_buf_append(out, "None", 4);
+    case JV_BOOL: return v->u.b ? tok_buf_append(out, "True", 4) : tok_buf_append(out, "False", 5);
+    case JV_INT: return put_int(v->u.i, out);
+    case JV_FLOAT: return put_float(v->u.f, out);
+    case JV_STR: return tok_buf_append(out, v->u.s->data, v->u.s->len);
     case JV_LIST:
-    case JV_DICT:
-        return jv_repr(v, out);
-    case JV_FUNC:
-        return tok_buf_append(out, "<function>", 10);
+    case JV_DICT: return jv_repr(v, out);
+    case JV_FUNC: return tok_buf_append(out, "<function>", 10);
     }
     return false;
 }
@@ -377,27 +353,13 @@ static bool json_str(const jstr *s, tok_buf *out)
         unsigned char c = (unsigned char)s->data[i];
         bool ok;
         switch (c) {
-        case '"':
-            ok = tok_buf_append(out, "\\\"", 2);
-            break;
-        case '\\':
-            ok = tok_buf_append(out, "\\\\", 2);
-            break;
-        case '\n':
-            ok = tok_buf_append(out, "\\n", 2);
-            break;
-        case '\r':
-            ok = tok_buf_append(out, "\\r", 2);
-            break;
-        case '\t':
-            ok = tok_buf_append(out, "\\t", 2);
-            break;
-        case '\b':
-            ok = tok_buf_append(out, "\\b", 2);
-            break;
-        case '\f':
-            ok = tok_buf_append(out, "\\f", 2);
-            break;
+        case '"': ok = tok_buf_append(out, "\\\"", 2); break;
+        case '\\': ok = tok_buf_append(out, "\\\\", 2); break;
+        case '\n': ok = tok_buf_append(out, "\\n", 2); break;
+        case '\r': ok = tok_buf_append(out, "\\r", 2); break;
+        case '\t': ok = tok_buf_append(out, "\\t", 2); break;
+        case '\b': ok = tok_buf_append(out, "\\b", 2); break;
+        case '\f': ok = tok_buf_append(out, "\\f", 2); break;
         default:
             if (c < 0x20) {
                 char b[8];
@@ -434,12 +396,9 @@ static int cmp_keys(const void *x, const void *y)
 static bool to_json(const jv *v, int indent, bool sort_keys, int depth, tok_buf *out)
 {
     switch (v->t) {
-    case JV_NONE:
-        return tok_buf_append(out, "null", 4);
-    case JV_BOOL:
-        return v->u.b ? tok_buf_append(out, "true", 4) : tok_buf_append(out, "false", 5);
-    case JV_INT:
-        return put_int(v->u.i, out);
+    case JV_NONE: return tok_buf_append(out, "null", 4);
+    case JV_BOOL: return v->u.b ? tok_buf_append(out, "true", 4) : tok_buf_append(out, "false", 5);
+    case JV_INT: return put_int(v->u.i, out);
     case JV_FLOAT:
         if (isnan(v->u.f))
             return tok_buf_append(out, "NaN", 3);
@@ -447,8 +406,7 @@ static bool to_json(const jv *v, int indent, bool sort_keys, int depth, tok_buf 
             return v->u.f > 0 ? tok_buf_append(out, "Infinity", 8)
                               : tok_buf_append(out, "-Infinity", 9);
         return put_float(v->u.f, out);
-    case JV_STR:
-        return json_str(v->u.s, out);
+    case JV_STR: return json_str(v->u.s, out);
     case JV_LIST: {
         const jlist *l = v->u.l;
         if (l->n == 0)
@@ -501,8 +459,7 @@ static bool to_json(const jv *v, int indent, bool sort_keys, int depth, tok_buf 
             ok = newline_indent(indent, depth, out);
         return ok && tok_buf_putc(out, '}');
     }
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -535,8 +492,7 @@ bool jv_equal(const jv *a, const jv *b)
         return false;
     switch (a->t) {
     case JV_UNDEF:
-    case JV_NONE:
-        return true;
+    case JV_NONE: return true;
     case JV_STR:
         return a->u.s->len == b->u.s->len && memcmp(a->u.s->data, b->u.s->data, a->u.s->len) == 0;
     case JV_LIST:
@@ -557,16 +513,14 @@ bool jv_equal(const jv *a, const jv *b)
                 return false;
         }
         return true;
-    case JV_FUNC:
-        return a->u.fn == b->u.fn;
-    default:
-        return false;
+    case JV_FUNC: return a->u.fn == b->u.fn;
+    default: return false;
     }
 }
 
 const char *jv_type_name(jv_type t)
 {
-    static const char *const names[] = {"undefined", "NoneType", "bool", "int", "float",
+    static const char *const names[] = {"undefined", "NoneType", "bool", "int",     "float",
                                         "str",       "list",     "dict", "function"};
     return (unsigned)t < OCT_ARRAY_LEN(names) ? names[t] : "?";
 }

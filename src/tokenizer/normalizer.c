@@ -19,8 +19,7 @@ void tok_norm_free(tok_norm *n)
 
 /* Parses a {"String": s} / {"Regex": r} pattern object into a compiled regex
  * (a String becomes a literal pattern). */
-static oct_status parse_pattern(const json_t *j, const char *path, pcre2_code **re,
-                                oct_error *err)
+static oct_status parse_pattern(const json_t *j, const char *path, pcre2_code **re, oct_error *err)
 {
     if (!json_is_object(j))
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.pattern: expected an object", path);
@@ -29,11 +28,9 @@ static oct_status parse_pattern(const json_t *j, const char *path, pcre2_code **
     char what[256];
     snprintf(what, sizeof what, "%s.pattern", path);
     if (s && json_is_string(s))
-        return tok_regex_compile(json_string_value(s), json_string_length(s), true, re, what,
-                                 err);
+        return tok_regex_compile(json_string_value(s), json_string_length(s), true, re, what, err);
     if (r && json_is_string(r))
-        return tok_regex_compile(json_string_value(r), json_string_length(r), false, re, what,
-                                 err);
+        return tok_regex_compile(json_string_value(r), json_string_length(r), false, re, what, err);
     return oct_error_set(err, OCT_ERR_FORMAT, -1,
                          "%s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", path);
 }
@@ -58,8 +55,7 @@ oct_status tok_norm_parse(const json_t *j, tok_norm **out, const char *path, oct
         if ((st = tok_json_known_keys(j, keys, path, err)))
             goto fail;
         if (!json_is_array(arr)) {
-            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.normalizers: expected an array",
-                               path);
+            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.normalizers: expected an array", path);
             goto fail;
         }
         n->children = oct_calloc(json_array_size(arr) + 1, sizeof *n->children);
@@ -74,8 +70,8 @@ oct_status tok_norm_parse(const json_t *j, tok_norm **out, const char *path, oct
                 goto fail;
             n->n_children++;
         }
-    } else if (strcmp(type, "NFC") == 0 || strcmp(type, "NFD") == 0 ||
-               strcmp(type, "NFKC") == 0 || strcmp(type, "NFKD") == 0) {
+    } else if (strcmp(type, "NFC") == 0 || strcmp(type, "NFD") == 0 || strcmp(type, "NFKC") == 0 ||
+               strcmp(type, "NFKD") == 0) {
         n->kind = strcmp(type, "NFC") == 0    ? TOK_NORM_NFC
                   : strcmp(type, "NFD") == 0  ? TOK_NORM_NFD
                   : strcmp(type, "NFKC") == 0 ? TOK_NORM_NFKC
@@ -160,8 +156,8 @@ static oct_status replace_all(const pcre2_code *re, const char *s, size_t len, c
     return OCT_OK;
 }
 
-oct_status tok_norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out,
-                          tok_work *w, oct_error *err)
+oct_status tok_norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_work *w,
+                          oct_error *err)
 {
     out->len = 0;
     if (out->data)
@@ -226,8 +222,7 @@ oct_status tok_norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf 
             return nomem(err);
         return OCT_OK;
     }
-    case TOK_NORM_REPLACE:
-        return replace_all(n->re, s, len, n->str, n->str_len, out, w, err);
+    case TOK_NORM_REPLACE: return replace_all(n->re, s, len, n->str, n->str_len, out, w, err);
     case TOK_NORM_PREPEND:
         if (len > 0 && !tok_buf_append(out, n->str, n->str_len))
             return nomem(err);

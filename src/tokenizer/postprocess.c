@@ -52,8 +52,8 @@ static oct_status parse_template(const json_t *j, tok_post *p, const char *path,
             const char *id = json_string_value(json_object_get(sq, "id"));
             if (!id || strcmp(id, "A") != 0 || seen_a)
                 return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                     "%s.single[%zu]: only one Sequence \"A\" is supported",
-                                     path, i);
+                                     "%s.single[%zu]: only one Sequence \"A\" is supported", path,
+                                     i);
             seen_a = true;
         } else if (sp) {
             const char *name = json_string_value(json_object_get(sp, "id"));
@@ -71,8 +71,7 @@ static oct_status parse_template(const json_t *j, tok_post *p, const char *path,
                     return oct_error_set(err, OCT_ERR_FORMAT, -1,
                                          "%s.special_tokens['%s'].ids[%zu]: expected an id", path,
                                          name, k);
-                if (!tok_ids_push(seen_a ? &p->after : &p->before,
-                                  (int32_t)json_integer_value(v)))
+                if (!tok_ids_push(seen_a ? &p->after : &p->before, (int32_t)json_integer_value(v)))
                     return nomem(err);
             }
         } else {
@@ -104,14 +103,14 @@ oct_status tok_post_parse(const json_t *j, tok_post **out, const char *path, oct
             (st = parse_template(j, p, path, err)))
             goto fail;
     } else if (strcmp(type, "ByteLevel") == 0) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets",
-                                           "use_regex", NULL};
+        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL};
         p->kind = TOK_POST_NOOP;
         if ((st = tok_json_known_keys(j, keys, path, err)))
             goto fail;
     } else if (strcmp(type, "RobertaProcessing") == 0 || strcmp(type, "BertProcessing") == 0) {
-        static const char *const keys[] = {"type", "sep", "cls", "trim_offsets",
-                                           "add_prefix_space", NULL};
+        static const char *const keys[] = {"type", "sep", "cls", "trim_offsets", "add_prefix_space",
+                                           NULL};
         p->kind = TOK_POST_TEMPLATE;
         if ((st = tok_json_known_keys(j, keys, path, err)) ||
             (st = pair_id(j, "cls", path, &p->before, err)) ||
@@ -155,8 +154,7 @@ oct_status tok_post_apply(const tok_post *p, tok_ids *ids)
 {
     switch (p->kind) {
     case TOK_POST_NONE:
-    case TOK_POST_NOOP:
-        return OCT_OK;
+    case TOK_POST_NOOP: return OCT_OK;
     case TOK_POST_SEQUENCE:
         for (size_t i = 0; i < p->n_children; i++) {
             oct_status st = tok_post_apply(p->children[i], ids);

@@ -20,7 +20,8 @@ static const char k_ws_char[] =
     "\\x{202F}\\x{205F}\\x{3000}]";
 
 /* Rust char::is_ascii_punctuation || unicode punctuation (P*), one character. */
-static const char k_punct_char[] = "[\\p{P}\\x{21}-\\x{2F}\\x{3A}-\\x{40}\\x{5B}-\\x{60}\\x{7B}-\\x{7E}]";
+static const char k_punct_char[] =
+    "[\\p{P}\\x{21}-\\x{2F}\\x{3A}-\\x{40}\\x{5B}-\\x{60}\\x{7B}-\\x{7E}]";
 
 /* ------------------------------------------------------- byte <-> unicode */
 
@@ -163,8 +164,8 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
         if ((st = tok_json_known_keys(j, keys, path, err)))
             goto fail;
         if (!json_is_array(arr)) {
-            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.pretokenizers: expected an array",
-                               path);
+            st =
+                oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.pretokenizers: expected an array", path);
             goto fail;
         }
         p->children = oct_calloc(json_array_size(arr) + 1, sizeof *p->children);
@@ -180,17 +181,16 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
             p->n_children++;
         }
     } else if (strcmp(type, "ByteLevel") == 0) {
-        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets",
-                                           "use_regex", NULL};
+        static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
+                                           NULL};
         p->kind = TOK_PRE_BYTELEVEL;
         if ((st = tok_json_known_keys(j, keys, path, err)) ||
             (st = tok_json_bool(j, "add_prefix_space", true, &p->add_prefix_space, path, err)) ||
             (st = tok_json_bool(j, "use_regex", true, &p->use_regex, path, err)))
             goto fail;
         p->behavior = TOK_SPLIT_ISOLATED;
-        if (p->use_regex &&
-            (st = tok_regex_compile(k_gpt2_regex, sizeof k_gpt2_regex - 1, false, &p->re, what,
-                                    err)))
+        if (p->use_regex && (st = tok_regex_compile(k_gpt2_regex, sizeof k_gpt2_regex - 1, false,
+                                                    &p->re, what, err)))
             goto fail;
     } else if (strcmp(type, "Split") == 0) {
         static const char *const keys[] = {"type", "pattern", "behavior", "invert", NULL};
@@ -204,19 +204,19 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
             goto fail;
         snprintf(what, sizeof what, "%s.pattern", path);
         if (json_is_string(s))
-            st = tok_regex_compile(json_string_value(s), json_string_length(s), true, &p->re,
-                                   what, err);
+            st = tok_regex_compile(json_string_value(s), json_string_length(s), true, &p->re, what,
+                                   err);
         else if (json_is_string(r))
-            st = tok_regex_compile(json_string_value(r), json_string_length(r), false, &p->re,
-                                   what, err);
+            st = tok_regex_compile(json_string_value(r), json_string_length(r), false, &p->re, what,
+                                   err);
         else
             st = oct_error_set(err, OCT_ERR_FORMAT, -1,
                                "%s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", path);
         if (st)
             goto fail;
     } else if (strcmp(type, "Metaspace") == 0) {
-        static const char *const keys[] = {"type", "replacement", "add_prefix_space",
-                                           "prepend_scheme", "split", "str_rep", NULL};
+        static const char *const keys[] = {
+            "type", "replacement", "add_prefix_space", "prepend_scheme", "split", "str_rep", NULL};
         p->kind = TOK_PRE_METASPACE;
         if ((st = tok_json_known_keys(j, keys, path, err)) ||
             (st = parse_replacement(j, path, &p->replacement, p->rep_utf8, &p->rep_len, err)) ||
@@ -224,8 +224,7 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
             (st = tok_json_bool(j, "split", true, &p->split, path, err)))
             goto fail;
         p->behavior = TOK_SPLIT_MERGED_NEXT;
-        if (p->split &&
-            (st = tok_regex_compile(p->rep_utf8, p->rep_len, true, &p->re, what, err)))
+        if (p->split && (st = tok_regex_compile(p->rep_utf8, p->rep_len, true, &p->re, what, err)))
             goto fail;
     } else if (strcmp(type, "Digits") == 0) {
         static const char *const keys[] = {"type", "individual_digits", NULL};
@@ -261,8 +260,8 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
             (st = tok_regex_compile(k_ws_char, sizeof k_ws_char - 1, false, &p->re, what, err)))
             goto fail;
     } else {
-        st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported pre_tokenizer '%s'",
-                           path, type);
+        st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported pre_tokenizer '%s'", path,
+                           type);
         goto fail;
     }
     *out = p;
@@ -317,14 +316,13 @@ static oct_status split_seg(const tok_seg *seg, tok_split_behavior behavior, boo
         parts[n_parts++] = (part){prev, len, invert};
 
     oct_status st = OCT_OK;
-#define EMIT(p)                                                                            \
-    do {                                                                                   \
-        if ((p).b > (p).a &&                                                               \
-            !tok_segs_push(&w->alt, seg->off + (p).a, (p).b - (p).a, -1,                   \
-                           seg->origin0 && (p).a == 0)) {                                  \
-            st = nomem(err);                                                               \
-            goto out;                                                                      \
-        }                                                                                  \
+#define EMIT(p)                                                                                    \
+    do {                                                                                           \
+        if ((p).b > (p).a && !tok_segs_push(&w->alt, seg->off + (p).a, (p).b - (p).a, -1,          \
+                                            seg->origin0 && (p).a == 0)) {                         \
+            st = nomem(err);                                                                       \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
     switch (behavior) {
@@ -402,8 +400,8 @@ static oct_status apply_split(const pcre2_code *re, tok_split_behavior behavior,
                 return nomem(err);
             continue;
         }
-        oct_status st = tok_regex_find_all(re, w->md, w->text.data + seg.off, seg.len,
-                                           &w->ranges, err);
+        oct_status st =
+            tok_regex_find_all(re, w->md, w->text.data + seg.off, seg.len, &w->ranges, err);
         if (st)
             return st;
         if ((st = split_seg(&seg, behavior, invert, w, err)))
@@ -470,8 +468,7 @@ oct_status tok_pre_apply(const tok_pre *p, tok_work *w, oct_error *err)
             if ((st = tok_pre_apply(p->children[i], w, err)))
                 return st;
         return OCT_OK;
-    case TOK_PRE_SPLIT:
-        return apply_split(p->re, p->behavior, p->invert, w, err);
+    case TOK_PRE_SPLIT: return apply_split(p->re, p->behavior, p->invert, w, err);
     case TOK_PRE_BYTELEVEL:
         if (p->add_prefix_space) {
             for (size_t i = 0; i < w->segs.n; i++) {

@@ -134,9 +134,9 @@ struct oct_tokenizer;
 
 /* Scratch state of one encode call. */
 typedef struct tok_work {
-    tok_buf text;      /* arena of piece bytes; grows, so keep offsets, not pointers */
+    tok_buf text;       /* arena of piece bytes; grows, so keep offsets, not pointers */
     tok_segs segs, alt; /* current pieces, and the next stage's output */
-    tok_buf scratch;   /* one normalizer / mapping output */
+    tok_buf scratch;    /* one normalizer / mapping output */
     tok_ranges ranges;
     pcre2_match_data *md;
     /* BPE scratch */
@@ -167,16 +167,16 @@ typedef struct tok_norm {
     struct tok_norm **children; /* SEQUENCE */
     size_t n_children;
     bool strip_left, strip_right;
-    pcre2_code *re;  /* REPLACE */
-    char *str;       /* REPLACE content / PREPEND text */
+    pcre2_code *re; /* REPLACE */
+    char *str;      /* REPLACE content / PREPEND text */
     size_t str_len;
 } tok_norm;
 
 oct_status tok_norm_parse(const json_t *j, tok_norm **out, const char *path, oct_error *err);
 void tok_norm_free(tok_norm *n);
 /* Normalizes s[0..n) into out (cleared first). */
-oct_status tok_norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out,
-                          tok_work *w, oct_error *err);
+oct_status tok_norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_work *w,
+                          oct_error *err);
 
 /* Unicode normalization forms (unicode.c). */
 typedef enum { TOK_NF_C, TOK_NF_D, TOK_NF_KC, TOK_NF_KD } tok_nf_form;
@@ -236,14 +236,14 @@ const tok_bytemap *tok_bytemap_get(void);
 /* -------------------------------------------------------------- BPE model */
 
 typedef struct tok_bpe {
-    tok_strmap vocab;       /* token -> id */
-    tok_mergemap merges;    /* (a, b) -> rank, merged id */
-    int32_t unk_id;         /* -1 if none */
+    tok_strmap vocab;    /* token -> id */
+    tok_mergemap merges; /* (a, b) -> rank, merged id */
+    int32_t unk_id;      /* -1 if none */
     char *unk_token;
-    char *cont_prefix;      /* continuing_subword_prefix or NULL */
-    char *eow_suffix;       /* end_of_word_suffix or NULL */
+    char *cont_prefix; /* continuing_subword_prefix or NULL */
+    char *eow_suffix;  /* end_of_word_suffix or NULL */
     bool fuse_unk, byte_fallback, ignore_merges;
-    int32_t byte_ids[256];  /* <0xNN> ids, -1 when absent */
+    int32_t byte_ids[256]; /* <0xNN> ids, -1 when absent */
 } tok_bpe;
 
 /* Parses model (type BPE) into bpe; on failure bpe is left for tok_bpe_free. */
@@ -265,7 +265,7 @@ typedef struct tok_added {
 typedef struct tok_trie_node {
     int32_t first_child; /* index into nodes, -1 none */
     int32_t next_sibling;
-    int32_t token;       /* index into tok->added, -1 none */
+    int32_t token; /* index into tok->added, -1 none */
     unsigned char byte;
 } tok_trie_node;
 
@@ -310,12 +310,12 @@ typedef struct tok_dec {
     tok_dec_kind kind;
     struct tok_dec **children;
     size_t n_children;
-    pcre2_code *re;   /* REPLACE */
-    char *str;        /* REPLACE content */
+    pcre2_code *re; /* REPLACE */
+    char *str;      /* REPLACE content */
     size_t str_len;
-    uint32_t ch;      /* STRIP content / METASPACE replacement */
+    uint32_t ch; /* STRIP content / METASPACE replacement */
     int64_t start, stop;
-    bool prepend;     /* METASPACE: strip the first token's leading space */
+    bool prepend; /* METASPACE: strip the first token's leading space */
 } tok_dec;
 
 oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_error *err);
@@ -349,9 +349,9 @@ struct oct_tokenizer {
     tok_trie trie_norm;   /* normalized == true (contents normalized) */
 
     /* id -> token string (model vocab and added tokens) */
-    char **id_str;        /* [n_ids], NULL for holes */
+    char **id_str; /* [n_ids], NULL for holes */
     uint32_t *id_len;
-    int32_t *id_added;    /* [n_ids] index into added, -1 */
+    int32_t *id_added; /* [n_ids] index into added, -1 */
     int64_t n_ids;
 
     /* tokenizer_config.json */
@@ -374,8 +374,8 @@ static inline json_t *tok_json_mut(const json_t *j)
 }
 
 /* JSON helpers with path-naming errors. */
-oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *out,
-                         const char *path, oct_error *err);
+oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *out, const char *path,
+                         oct_error *err);
 oct_status tok_json_str(const json_t *obj, const char *key, bool required, const char **out,
                         size_t *len, const char *path, oct_error *err);
 /* Checks that every key of obj is in the NULL-terminated list; names the first

@@ -122,12 +122,8 @@ size_t tok_utf8_next(const char *s, size_t n, uint32_t *cp)
     if (l > n)
         l = 1;
     switch (l) {
-    case 1:
-        *cp = u[0];
-        break;
-    case 2:
-        *cp = ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
-        break;
+    case 1: *cp = u[0]; break;
+    case 2: *cp = ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F); break;
     case 3:
         *cp = ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
         break;
@@ -229,8 +225,8 @@ bool tok_is_whitespace(uint32_t c)
         return c == 0x20 || (c >= 0x09 && c <= 0x0D);
     if (c < 0x85)
         return false;
-    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+           c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 /* ------------------------------------------------------------ string maps */
@@ -553,8 +549,8 @@ void tok_work_free(tok_work *w)
 
 /* ------------------------------------------------------------ JSON helpers */
 
-oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *out,
-                         const char *path, oct_error *err)
+oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *out, const char *path,
+                         oct_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -599,8 +595,8 @@ oct_status tok_json_known_keys(const json_t *obj, const char *const *keys, const
             if (strcmp(keys[i], k) == 0)
                 ok = true;
         if (!ok)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported option '%s'",
-                                 path, k);
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported option '%s'", path,
+                                 k);
     }
     return OCT_OK;
 }

@@ -99,8 +99,7 @@ void oct_tokenizer_free(oct_tokenizer *t)
     oct_free(t);
 }
 
-static oct_status set_id_str(oct_tokenizer *t, int32_t id, const char *s, size_t n,
-                             oct_error *err)
+static oct_status set_id_str(oct_tokenizer *t, int32_t id, const char *s, size_t n, oct_error *err)
 {
     if (id < 0 || id >= t->n_ids)
         return oct_error_set(err, OCT_ERR_INTERNAL, -1, "id %d out of range", (int)id);
@@ -150,9 +149,8 @@ static oct_status parse_added(oct_tokenizer *t, const json_t *arr, oct_error *er
                                  path);
         /* `tokenizers` keeps the model's id for a content already in the vocab */
         int32_t vid;
-        a->id = tok_strmap_get(&t->bpe.vocab, content, len, &vid)
-                    ? vid
-                    : (int32_t)json_integer_value(id);
+        a->id = tok_strmap_get(&t->bpe.vocab, content, len, &vid) ? vid
+                                                                  : (int32_t)json_integer_value(id);
         a->content = oct_strndup(content, len);
         if (!a->content)
             return nomem(err);
@@ -266,8 +264,7 @@ static oct_status config_token(const json_t *cfg, const char *key, char **out, o
     return *out ? OCT_OK : nomem(err);
 }
 
-static oct_status parse_config(oct_tokenizer *t, const char *cfg_text, size_t len,
-                               oct_error *err)
+static oct_status parse_config(oct_tokenizer *t, const char *cfg_text, size_t len, oct_error *err)
 {
     json_error_t je;
     json_t *cfg = json_loadb(cfg_text, len, JSON_REJECT_DUPLICATES, &je);
@@ -335,8 +332,8 @@ static int32_t lookup_id(const oct_tokenizer *t, const char *s)
 }
 
 oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_len,
-                                   const char *config_json, size_t config_len,
-                                   oct_tokenizer **out, oct_error *err)
+                                   const char *config_json, size_t config_len, oct_tokenizer **out,
+                                   oct_error *err)
 {
     if (!out || !tokenizer_json)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "tokenizer: NULL argument");
@@ -345,8 +342,7 @@ oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_
     json_t *root = json_loadb(tokenizer_json, tokenizer_len, 0, &je);
     if (!root)
         return oct_error_set(err, OCT_ERR_FORMAT, je.position,
-                             "tokenizer.json: line %d column %d: %s", je.line, je.column,
-                             je.text);
+                             "tokenizer.json: line %d column %d: %s", je.line, je.column, je.text);
     oct_status st = OCT_OK;
     oct_tokenizer *t = oct_calloc(1, sizeof *t);
     if (!t) {
@@ -354,10 +350,9 @@ oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_
         return nomem(err);
     }
     t->bos_id = t->eos_id = -1;
-    static const char *const keys[] = {"version",       "truncation", "padding",
-                                       "added_tokens",  "normalizer", "pre_tokenizer",
-                                       "post_processor", "decoder",   "model",
-                                       NULL};
+    static const char *const keys[] = {
+        "version",       "truncation",     "padding", "added_tokens", "normalizer",
+        "pre_tokenizer", "post_processor", "decoder", "model",        NULL};
     if (!json_is_object(root)) {
         st = oct_error_set(err, OCT_ERR_FORMAT, -1, "tokenizer.json: expected an object");
         goto fail;

@@ -14,7 +14,7 @@ typedef struct tok_ccc_range {
 
 typedef struct tok_decomp {
     uint32_t cp;
-    uint8_t compat; /* 0: canonical (NFD); 1: compatibility (NFKD, only where it differs) */
+    uint8_t compat;    /* 0: canonical (NFD); 1: compatibility (NFKD, only where it differs) */
     uint16_t off, len; /* into tok_decomp_pool: the full decomposition */
 } tok_decomp;
 

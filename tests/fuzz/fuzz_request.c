@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     srv_error e;
     if (srv_request_parse((const char *)data + 1, size - 1, kind, &lim, &r, &e)) {
         /* Invariants the server relies on. */
-        if (r.n < 1 || r.n > lim.max_n || r.n_stop > SRV_MAX_STOP || r.logprobs > SRV_MAX_LOGPROBS ||
-            (kind == SRV_CHAT && !r.messages_json) ||
+        if (r.n < 1 || r.n > lim.max_n || r.n_stop > SRV_MAX_STOP ||
+            r.logprobs > SRV_MAX_LOGPROBS || (kind == SRV_CHAT && !r.messages_json) ||
             (kind == SRV_COMPLETIONS && !r.prompt && r.n_prompt_ids <= 0))
             abort();
         srv_request_free(&r);

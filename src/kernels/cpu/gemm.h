@@ -42,18 +42,18 @@ struct oct_linear {
     int64_t n, k;
     int64_t n_kb; /* ceil(k / kblock) for K-blocked weight scales, else 0 */
     /* Reference layout (cpu_ref): the caller's arrays, copied. */
-    uint8_t *w8;        /* [n,k] codes */
-    uint16_t *w16;      /* [n,k] bf16 */
-    float *w32;         /* [n,k] f32 */
+    uint8_t *w8;   /* [n,k] codes */
+    uint16_t *w16; /* [n,k] bf16 */
+    float *w32;    /* [n,k] f32 */
     /* Weight scales, normalized to f32 for every kernel. */
-    float *col_scale;   /* [n_pad] TENSOR/ROW (TENSOR expanded); 1.0 for W8A16 block/mx */
-    float *kb_scale;    /* BLOCK128: [ceil(n/128), n_kb]; MX32: [n, n_kb] as 2^(e-127) */
-    float *bias;        /* [n_pad] or NULL */
+    float *col_scale; /* [n_pad] TENSOR/ROW (TENSOR expanded); 1.0 for W8A16 block/mx */
+    float *kb_scale;  /* BLOCK128: [ceil(n/128), n_kb]; MX32: [n, n_kb] as 2^(e-127) */
+    float *bias;      /* [n_pad] or NULL */
     /* Fast layouts (owned by the kernel that prepared them). */
-    int64_t n_panels;   /* ceil(n / 32) */
-    int64_t kp;         /* k rounded up to even (pairs of K) */
-    void *panel;        /* avx512: [n_panels][kp/2][64] fp8 codes or bf16 words */
-    float *panel_kb;    /* avx512: [n_panels][n_kb][32] weight scale per column and K block */
+    int64_t n_panels; /* ceil(n / 32) */
+    int64_t kp;       /* k rounded up to even (pairs of K) */
+    void *panel;      /* avx512: [n_panels][kp/2][64] fp8 codes or bf16 words */
+    float *panel_kb;  /* avx512: [n_panels][n_kb][32] weight scale per column and K block */
 };
 
 typedef struct oct_linear_kernel_ops {
@@ -89,13 +89,13 @@ const char *oct_scale_pair_problem(oct_scale_kind ka, oct_scale_kind kw);
 
 /* ---- scalar activation quantizers (gemm_ref.c): the exact formulas of the
  * quant section's oct_quant_* functions, E4M3FN, saturating ---- */
-uint8_t oct_gemm_encode(float y); /* saturating RNE E4M3FN */
-float oct_gemm_row_scale(const float *x, int64_t n, float ub);  /* per-token / group */
+uint8_t oct_gemm_encode(float y);                              /* saturating RNE E4M3FN */
+float oct_gemm_row_scale(const float *x, int64_t n, float ub); /* per-token / group */
 /* The same from a precomputed amax (NaN when any element was NaN). */
 float oct_gemm_scale_from_amax(float amax, float ub);
 uint8_t oct_gemm_mx_exponent_from_amax(float amax);
-float oct_gemm_tensor_scale(const float *x, int64_t n);         /* dynamic per-tensor */
-uint8_t oct_gemm_mx_exponent(const float *x, int64_t n);         /* OCP recipe */
+float oct_gemm_tensor_scale(const float *x, int64_t n);  /* dynamic per-tensor */
+uint8_t oct_gemm_mx_exponent(const float *x, int64_t n); /* OCP recipe */
 /* Quantizes x [m,k] per mode into codes q [m,k] and scales (layout of sa for the
  * returned kind).  sa_f: [m * n_kb] or [m] floats; sa_e: [m * k/32] bytes (MX). */
 void oct_gemm_quant_act_ref(const oct_linear_desc *d, int64_t m, int64_t k, const float *x,

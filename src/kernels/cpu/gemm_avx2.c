@@ -131,8 +131,9 @@ static oct_status avx2_run(const oct_linear *l, int64_t m, const oct_act_in *in,
                     dot8(a + i * k, wb, k, 0, k, out);
                     float s_a = sa ? oct_gemm_sa_at(ka, sa, i, 0, 0) : 1.0f;
                     for (int64_t j = 0; j < nr; j++)
-                        y[i * n + n0 + j] = oct_gemm_epilogue(out[j], s_a, fp8 ? l->col_scale[n0 + j] : 1.0f,
-                                                              l->bias ? l->bias[n0 + j] : 0.0f);
+                        y[i * n + n0 + j] =
+                            oct_gemm_epilogue(out[j], s_a, fp8 ? l->col_scale[n0 + j] : 1.0f,
+                                              l->bias ? l->bias[n0 + j] : 0.0f);
                 } else {
                     float tot[NB] = {0};
                     for (int64_t b = 0; b < l->n_kb; b++) {

@@ -173,7 +173,8 @@ static inline __m512i f32_bf16(__m512 x)
 {
     __m512i u = _mm512_castps_si512(x);
     __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     __m512i qn = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
     return _mm512_mask_mov_epi32(r, nan, qn);
@@ -215,9 +216,9 @@ static float amax_seg(const float *x, int64_t len)
 }
 
 typedef struct packed_act {
-    uint32_t *a;  /* [m_pad/8][kp/2][8] */
-    float *rs;    /* [m_pad] row scales (tensor/row modes) */
-    float *sak;   /* [m_pad][n_kb] block scales (block128/mx32 modes) */
+    uint32_t *a; /* [m_pad/8][kp/2][8] */
+    float *rs;   /* [m_pad] row scales (tensor/row modes) */
+    float *sak;  /* [m_pad][n_kb] block scales (block128/mx32 modes) */
     int64_t m_pad;
 } packed_act;
 
@@ -322,24 +323,24 @@ static bool pack_act(const oct_linear *l, int64_t m, const oct_act_in *in, packe
 #define ROWS_4(X) X(0) X(1) X(2) X(3)
 #define ROWS_8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-#define LOAD_FP8(q, b0, b1)                                                                \
-    do {                                                                                   \
-        _mm_prefetch((const char *)(w8 + (q) * 64 + 2048), _MM_HINT_T0);                   \
-        decode64(t, w8 + (q) * 64, &b0, &b1);                                              \
+#define LOAD_FP8(q, b0, b1)                                                                        \
+    do {                                                                                           \
+        _mm_prefetch((const char *)(w8 + (q)*64 + 2048), _MM_HINT_T0);                             \
+        decode64(t, w8 + (q)*64, &b0, &b1);                                                        \
     } while (0)
-#define LOAD_BF16(q, b0, b1)                                                               \
-    do {                                                                                   \
-        _mm_prefetch((const char *)(w16 + (q) * 64 + 2048), _MM_HINT_T0);                  \
-        b0 = _mm512_loadu_si512(w16 + (q) * 64);                                           \
-        b1 = _mm512_loadu_si512(w16 + (q) * 64 + 32);                                      \
+#define LOAD_BF16(q, b0, b1)                                                                       \
+    do {                                                                                           \
+        _mm_prefetch((const char *)(w16 + (q)*64 + 2048), _MM_HINT_T0);                            \
+        b0 = _mm512_loadu_si512(w16 + (q)*64);                                                     \
+        b1 = _mm512_loadu_si512(w16 + (q)*64 + 32);                                                \
     } while (0)
 
 #define DECL_C(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = c##r##0;
-#define DP_C(r)                                                                            \
-    {                                                                                      \
-        __m512i av = _mm512_set1_epi32((int)a[q * MR + r]);                                \
-        c##r##0 = dp(c##r##0, av, b0);                                                     \
-        c##r##1 = dp(c##r##1, av, b1);                                                     \
+#define DP_C(r)                                                                                    \
+    {                                                                                              \
+        __m512i av = _mm512_set1_epi32((int)a[q * MR + r]);                                        \
+        c##r##0 = dp(c##r##0, av, b0);                                                             \
+        c##r##1 = dp(c##r##1, av, b1);                                                             \
     }
 #define OUT_C(r) out[r][0] = c##r##0, out[r][1] = c##r##1;
 
@@ -348,29 +349,30 @@ static bool pack_act(const oct_linear *l, int64_t m, const oct_act_in *in, packe
  * result never depends on how many rows share the call (batch invariance:
  * continuous batching gives the same tokens as one request at a time). */
 #define DECL_T(r) __m512 t##r##0 = _mm512_setzero_ps(), t##r##1 = t##r##0;
-#define ADD_T(r) t##r##0 = _mm512_add_ps(t##r##0, c##r##0), t##r##1 = _mm512_add_ps(t##r##1, c##r##1);
+#define ADD_T(r)                                                                                   \
+    t##r##0 = _mm512_add_ps(t##r##0, c##r##0), t##r##1 = _mm512_add_ps(t##r##1, c##r##1);
 #define OUT_T(r) out[r][0] = t##r##0, out[r][1] = t##r##1;
-#define GEMVC(NAME, ROWS, LOAD)                                                            \
-    static void NAME(const dec_tables *t, int64_t kp2, const uint32_t *a, const void *wp,  \
-                     __m512 out[8][2])                                                     \
-    {                                                                                      \
-        const uint8_t *w8 = wp;                                                            \
-        const uint16_t *w16 = wp;                                                          \
-        (void)w8;                                                                          \
-        (void)w16;                                                                         \
-        (void)t;                                                                           \
-        ROWS(DECL_T)                                                                       \
-        for (int64_t q0 = 0; q0 < kp2; q0 += KC_PAIRS) {                                   \
-            int64_t q1 = OCT_MIN(kp2, q0 + KC_PAIRS);                                      \
-            ROWS(DECL_C)                                                                   \
-            for (int64_t q = q0; q < q1; q++) {                                            \
-                __m512i b0, b1;                                                            \
-                LOAD(q, b0, b1);                                                           \
-                ROWS(DP_C)                                                                 \
-            }                                                                              \
-            ROWS(ADD_T) /* 0 + x == x exactly: the first chunk matches a plain store */    \
-        }                                                                                  \
-        ROWS(OUT_T)                                                                        \
+#define GEMVC(NAME, ROWS, LOAD)                                                                    \
+    static void NAME(const dec_tables *t, int64_t kp2, const uint32_t *a, const void *wp,          \
+                     __m512 out[8][2])                                                             \
+    {                                                                                              \
+        const uint8_t *w8 = wp;                                                                    \
+        const uint16_t *w16 = wp;                                                                  \
+        (void)w8;                                                                                  \
+        (void)w16;                                                                                 \
+        (void)t;                                                                                   \
+        ROWS(DECL_T)                                                                               \
+        for (int64_t q0 = 0; q0 < kp2; q0 += KC_PAIRS) {                                           \
+            int64_t q1 = OCT_MIN(kp2, q0 + KC_PAIRS);                                              \
+            ROWS(DECL_C)                                                                           \
+            for (int64_t q = q0; q < q1; q++) {                                                    \
+                __m512i b0, b1;                                                                    \
+                LOAD(q, b0, b1);                                                                   \
+                ROWS(DP_C)                                                                         \
+            }                                                                                      \
+            ROWS(ADD_T) /* 0 + x == x exactly: the first chunk matches a plain store */            \
+        }                                                                                          \
+        ROWS(OUT_T)                                                                                \
     }
 
 GEMVC(gemv8_1, ROWS_1, LOAD_FP8)
@@ -382,35 +384,34 @@ GEMVC(gemv16_2, ROWS_2, LOAD_BF16)
 GEMVC(gemv16_4, ROWS_4, LOAD_BF16)
 GEMVC(gemv16_8, ROWS_8, LOAD_BF16)
 
-typedef void (*gemv_fn)(const dec_tables *, int64_t, const uint32_t *, const void *,
-                        __m512[8][2]);
+typedef void (*gemv_fn)(const dec_tables *, int64_t, const uint32_t *, const void *, __m512[8][2]);
 
 /* K-blocked scales (block128 / mx32, fp8 weights only), R <= 4 rows:
  * tot += (partial * sa) * sb per block, as the reference orders it. */
-#define TOT_KB(r)                                                                          \
-    {                                                                                      \
-        __m512 sa = _mm512_set1_ps(sak[r * n_kb + b]);                                     \
-        out[r][0] = _mm512_add_ps(out[r][0], _mm512_mul_ps(_mm512_mul_ps(c##r##0, sa), sb0)); \
-        out[r][1] = _mm512_add_ps(out[r][1], _mm512_mul_ps(_mm512_mul_ps(c##r##1, sa), sb1)); \
+#define TOT_KB(r)                                                                                  \
+    {                                                                                              \
+        __m512 sa = _mm512_set1_ps(sak[r * n_kb + b]);                                             \
+        out[r][0] = _mm512_add_ps(out[r][0], _mm512_mul_ps(_mm512_mul_ps(c##r##0, sa), sb0));      \
+        out[r][1] = _mm512_add_ps(out[r][1], _mm512_mul_ps(_mm512_mul_ps(c##r##1, sa), sb1));      \
     }
 #define ZERO_OUT(r) out[r][0] = out[r][1] = _mm512_setzero_ps();
-#define GEMVKB(NAME, ROWS)                                                                 \
-    static void NAME(const dec_tables *t, int64_t kp2, int64_t blk_pairs, int64_t n_kb,    \
-                     const uint32_t *a, const float *sak, const uint8_t *w8,               \
-                     const float *pkb, __m512 out[8][2])                                   \
-    {                                                                                      \
-        ROWS(ZERO_OUT)                                                                     \
-        for (int64_t b = 0; b < n_kb; b++) {                                               \
-            ROWS(DECL_C)                                                                   \
-            int64_t q1 = OCT_MIN(kp2, (b + 1) * blk_pairs);                                \
-            for (int64_t q = b * blk_pairs; q < q1; q++) {                                 \
-                __m512i b0, b1;                                                            \
-                LOAD_FP8(q, b0, b1);                                                       \
-                ROWS(DP_C)                                                                 \
-            }                                                                              \
-            __m512 sb0 = _mm512_loadu_ps(pkb + b * NR), sb1 = _mm512_loadu_ps(pkb + b * NR + 16); \
-            ROWS(TOT_KB)                                                                   \
-        }                                                                                  \
+#define GEMVKB(NAME, ROWS)                                                                         \
+    static void NAME(const dec_tables *t, int64_t kp2, int64_t blk_pairs, int64_t n_kb,            \
+                     const uint32_t *a, const float *sak, const uint8_t *w8, const float *pkb,     \
+                     __m512 out[8][2])                                                             \
+    {                                                                                              \
+        ROWS(ZERO_OUT)                                                                             \
+        for (int64_t b = 0; b < n_kb; b++) {                                                       \
+            ROWS(DECL_C)                                                                           \
+            int64_t q1 = OCT_MIN(kp2, (b + 1) * blk_pairs);                                        \
+            for (int64_t q = b * blk_pairs; q < q1; q++) {                                         \
+                __m512i b0, b1;                                                                    \
+                LOAD_FP8(q, b0, b1);                                                               \
+                ROWS(DP_C)                                                                         \
+            }                                                                                      \
+            __m512 sb0 = _mm512_loadu_ps(pkb + b * NR), sb1 = _mm512_loadu_ps(pkb + b * NR + 16);  \
+            ROWS(TOT_KB)                                                                           \
+        }                                                                                          \
     }
 GEMVKB(gemvkb_1, ROWS_1)
 GEMVKB(gemvkb_2, ROWS_2)
@@ -436,7 +437,8 @@ static void store_rows(const run_ctx *c, int64_t p, int64_t r0, int R, __m512 ac
     __mmask16 m1 = (__mmask16)(nc >= 32 ? 0xFFFF : nc <= 16 ? 0 : (1u << (nc - 16)) - 1u);
     __m512 bias0 = l->bias ? _mm512_loadu_ps(l->bias + col0) : _mm512_setzero_ps();
     __m512 bias1 = l->bias ? _mm512_loadu_ps(l->bias + col0 + 16) : _mm512_setzero_ps();
-    __m512 cs0 = _mm512_loadu_ps(l->col_scale + col0), cs1 = _mm512_loadu_ps(l->col_scale + col0 + 16);
+    __m512 cs0 = _mm512_loadu_ps(l->col_scale + col0),
+           cs1 = _mm512_loadu_ps(l->col_scale + col0 + 16);
     for (int r = 0; r < R && r0 + r < c->m; r++) {
         __m512 v0 = acc[r][0], v1 = acc[r][1];
         if (!c->kb) {
@@ -466,10 +468,10 @@ static void gemv_panel(const run_ctx *c, int64_t p)
         int R = left >= group ? group : left > 4 ? 8 : left > 2 ? 4 : (int)left;
         const uint32_t *a = c->pa->a + (r0 / MR) * kp2 * MR + (r0 % MR);
         if (!c->kb) {
-            static const gemv_fn f8[9] = {NULL, gemv8_1, gemv8_2, NULL, gemv8_4,
-                                          NULL, NULL, NULL, gemv8_8};
-            static const gemv_fn f16[9] = {NULL, gemv16_1, gemv16_2, NULL, gemv16_4,
-                                           NULL, NULL, NULL, gemv16_8};
+            static const gemv_fn f8[9] = {NULL, gemv8_1, gemv8_2, NULL,   gemv8_4,
+                                          NULL, NULL,    NULL,    gemv8_8};
+            static const gemv_fn f16[9] = {NULL, gemv16_1, gemv16_2, NULL,    gemv16_4,
+                                           NULL, NULL,     NULL,     gemv16_8};
             (c->fp8 ? f8 : f16)[R](&c->t, kp2, a, wp, acc);
         } else {
             const float *sak = c->pa->sak + r0 * l->n_kb;
@@ -538,7 +540,8 @@ static void gemm_range(const run_ctx *c, int64_t p0, int64_t p1, uint16_t *bdec,
             for (int64_t j = 0; j < nj; j++) {
                 int64_t p = j0 + j;
                 if (c->fp8) {
-                    const uint8_t *src = (const uint8_t *)l->panel + ((size_t)p * (size_t)kp2 + (size_t)q0) * 64;
+                    const uint8_t *src =
+                        (const uint8_t *)l->panel + ((size_t)p * (size_t)kp2 + (size_t)q0) * 64;
                     uint16_t *dst = bdec + j * KC_PAIRS * 64;
                     for (int64_t q = 0; q < nq; q++) {
                         __m512i b0, b1;
@@ -566,9 +569,8 @@ static void gemm_range(const run_ctx *c, int64_t p0, int64_t p1, uint16_t *bdec,
                             int64_t kb = (q0 + qb) / c->blk_pairs;
                             int64_t nqb = OCT_MIN(c->blk_pairs, nq - qb);
                             ukr(nqb, a + qb * MR, b + qb * 64, acc);
-                            tile_acc(ct, first && qb == 0, acc,
-                                     c->pa->sak + ip * MR * l->n_kb + kb, l->n_kb,
-                                     l->panel_kb + ((j0 + j) * l->n_kb + kb) * NR);
+                            tile_acc(ct, first && qb == 0, acc, c->pa->sak + ip * MR * l->n_kb + kb,
+                                     l->n_kb, l->panel_kb + ((j0 + j) * l->n_kb + kb) * NR);
                         }
                     }
                 }

@@ -47,17 +47,14 @@ static oct_status copy_scales(oct_linear *l, const void *ws, oct_error *err)
     if (d->weight_type != OCT_WEIGHT_FP8)
         return OCT_OK;
     if (!ws)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "%s: weight_scale is NULL",
-                             lname(l));
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "%s: weight_scale is NULL", lname(l));
     const float *wf = ws;
     switch (d->weight_scale) {
     case OCT_SCALE_TENSOR:
         for (int64_t j = 0; j < n; j++)
             l->col_scale[j] = wf[0];
         return OCT_OK;
-    case OCT_SCALE_ROW:
-        memcpy(l->col_scale, wf, (size_t)n * sizeof(float));
-        return OCT_OK;
+    case OCT_SCALE_ROW: memcpy(l->col_scale, wf, (size_t)n * sizeof(float)); return OCT_OK;
     case OCT_SCALE_BLOCK128: {
         size_t cnt = (size_t)(oct_ceil_div(n, 128) * l->n_kb);
         l->kb_scale = oct_malloc(cnt * sizeof(float));
@@ -103,11 +100,11 @@ oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *
         if (st != OCT_OK)
             return st;
     } else {
-        const char *r = kernel->level > oct_cpu_level_get() ? "this CPU level lacks it"
-                                                             : kernel->cannot(d);
+        const char *r =
+            kernel->level > oct_cpu_level_get() ? "this CPU level lacks it" : kernel->cannot(d);
         if (r)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "kernel %s cannot implement layer %s: %s",
-                                 kernel->name, nm, r);
+            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                                 "kernel %s cannot implement layer %s: %s", kernel->name, nm, r);
     }
     size_t nk;
     if (!oct_size_mul((size_t)d->n, (size_t)d->k, &nk) || nk > ((size_t)1 << 40))
@@ -187,8 +184,8 @@ oct_status oct_linear_forward(const oct_linear *l, int64_t m, const float *x, fl
     return l->kernel->ops.run(l, m, &in, y, err);
 }
 
-oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x,
-                                   uint16_t *y, oct_error *err)
+oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x, uint16_t *y,
+                                   oct_error *err)
 {
     if (!l)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "linear forward: layer is NULL");
@@ -217,34 +214,32 @@ out:
     return st;
 }
 
-oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a,
-                                oct_scale_kind ka, const void *sa, float *y, oct_error *err)
+oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a, oct_scale_kind ka,
+                                const void *sa, float *y, oct_error *err)
 {
     if (!l)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "linear forward: layer is NULL");
     if (m < 0 || (m > 0 && (!a || !sa || !y)))
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "%s: bad m or NULL a/sa/y",
-                             lname(l));
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "%s: bad m or NULL a/sa/y", lname(l));
     if (l->desc.weight_type != OCT_WEIGHT_FP8)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s: pre-quantized activations need fp8 weights", lname(l));
     const char *why = oct_scale_pair_problem(ka, l->desc.weight_scale);
     if (why)
-        return oct_error_set(err, (unsigned)ka > OCT_SCALE_MX32 ? OCT_ERR_INVALID_ARG
-                                                                : OCT_ERR_UNSUPPORTED,
-                             -1, "%s: %s", lname(l), why);
+        return oct_error_set(
+            err, (unsigned)ka > OCT_SCALE_MX32 ? OCT_ERR_INVALID_ARG : OCT_ERR_UNSUPPORTED, -1,
+            "%s: %s", lname(l), why);
     if (m == 0)
         return OCT_OK;
     oct_act_in in = {NULL, a, ka, sa};
     return l->kernel->ops.run(l, m, &in, y, err);
 }
 
-oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A,
-                             oct_scale_kind ka, const void *sa, const uint8_t *B,
-                             oct_scale_kind kb, const void *sb, const float *bias, float *Y)
+oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A, oct_scale_kind ka,
+                             const void *sa, const uint8_t *B, oct_scale_kind kb, const void *sb,
+                             const float *bias, float *Y)
 {
-    if (M < 0 || N <= 0 || K <= 0 || (unsigned)ka > OCT_SCALE_MX32 ||
-        (unsigned)kb > OCT_SCALE_MX32)
+    if (M < 0 || N <= 0 || K <= 0 || (unsigned)ka > OCT_SCALE_MX32 || (unsigned)kb > OCT_SCALE_MX32)
         return OCT_ERR_INVALID_ARG;
     if (oct_scale_pair_problem(ka, kb))
         return OCT_ERR_UNSUPPORTED;
@@ -255,8 +250,13 @@ oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A,
     if (M == 0)
         return OCT_OK;
     oct_linear_desc d = {
-        .name = "oct_scaled_mm_f32", .n = N, .k = K, .weight_type = OCT_WEIGHT_FP8,
-        .weight_scale = kb, .act = OCT_ACT_NONE, .has_bias = bias != NULL,
+        .name = "oct_scaled_mm_f32",
+        .n = N,
+        .k = K,
+        .weight_type = OCT_WEIGHT_FP8,
+        .weight_scale = kb,
+        .act = OCT_ACT_NONE,
+        .has_bias = bias != NULL,
     };
     oct_linear *l = NULL;
     oct_status st = oct_linear_create(&d, NULL, B, sb, bias, &l, NULL);

@@ -175,8 +175,8 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend,
             return OCT_OK;
         }
         if (used < sizeof reasons) {
-            int w = snprintf(reasons + used, sizeof reasons - used, "%s%s: %s",
-                             used ? "; " : "", k->name, r);
+            int w = snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "",
+                             k->name, r);
             used += w > 0 ? (size_t)w : 0;
         }
     }
@@ -187,8 +187,8 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend,
                              "--linear-backend=%s cannot implement layer %s [%s]: %s", want,
                              layer_name(d), scheme, reasons);
     return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                         "no linear kernel can implement layer %s [%s]: %s", layer_name(d),
-                         scheme, reasons);
+                         "no linear kernel can implement layer %s [%s]: %s", layer_name(d), scheme,
+                         reasons);
 }
 
 oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,

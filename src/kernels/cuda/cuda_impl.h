@@ -106,7 +106,8 @@ __device__ __forceinline__ uint2 oct_quant8_bf16(uint4 v, float s)
 #pragma unroll
     for (int j = 0; j < 4; j++)
         c[j] = oct_e4m3x2_sat(__fdiv_rn(oct_bf16_lo(w[j]), s), __fdiv_rn(oct_bf16_hi(w[j]), s));
-    return make_uint2((uint32_t)c[0] | ((uint32_t)c[1] << 16), (uint32_t)c[2] | ((uint32_t)c[3] << 16));
+    return make_uint2((uint32_t)c[0] | ((uint32_t)c[1] << 16),
+                      (uint32_t)c[2] | ((uint32_t)c[3] << 16));
 }
 
 /* L2 cache policy for streamed-once weights.  evict_first: the weight lines are
@@ -132,9 +133,10 @@ __device__ __forceinline__ uint4 oct_ld_stream(const uint8_t *p, uint64_t pol, i
 {
     uint4 v;
     if (ef)
-        asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "l"(p), "l"(pol));
+        asm volatile(
+            "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p), "l"(pol));
     else
         asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -157,7 +159,8 @@ __device__ __forceinline__ void oct_mma_e4m3(float (&c)[4], uint32_t a0, uint32_
 /* One 128-wide K chunk of the streaming kernels (gemv_fp8*.cu): rows g / g+8 in
  * w[0..1] / w[2..3] (bytes [16t,+16) and [64+16t,+16) of the chunk), the token's
  * bytes at the same positions in x0 / x1. */
-__device__ __forceinline__ void oct_mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0, uint4 x1)
+__device__ __forceinline__ void oct_mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0,
+                                              uint4 x1)
 {
     oct_mma_e4m3(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
     oct_mma_e4m3(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
@@ -190,8 +193,7 @@ __device__ __forceinline__ void oct_pdl_launch_dependents(void)
  * programmatic serialization (the kernel waits before reading a/sa). */
 oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint8_t *a,
                                      const float *sa, const uint8_t *w, const float *sw,
-                                     oct_scale_kind kind, uint16_t *y, bool pdl,
-                                     cudaStream_t st);
+                                     oct_scale_kind kind, uint16_t *y, bool pdl, cudaStream_t st);
 
 /* The bulk-copy version (gemv_fp8_tma.cu): m <= 64, k % 1024 == 0, sm_90. */
 cudaError_t oct_cuda_gemv_w8a8_tma_launch(int m, int n, int k, const uint8_t *a, const float *sa,
@@ -221,20 +223,20 @@ extern int oct_cuda_gemv_max_ctas;
 typedef struct oct_lt_plan oct_lt_plan; /* gemm_lt.cu */
 
 struct oct_cuda_ctx {
-    void *lt;               /* cublasLtHandle_t */
-    void *lt_ws;            /* cuBLASLt workspace (device) */
+    void *lt;    /* cublasLtHandle_t */
+    void *lt_ws; /* cuBLASLt workspace (device) */
     size_t lt_ws_bytes;
-    uint8_t *q;             /* quantized activations scratch */
+    uint8_t *q; /* quantized activations scratch */
     size_t q_bytes;
-    float *s;               /* activation scales scratch */
+    float *s; /* activation scales scratch */
     size_t s_bytes;
-    float *one;             /* device 1.0f (unit scalar scales) */
-    float *d32;             /* f32 output scratch (cuBLASLt fallback without outer-vector scales) */
+    float *one; /* device 1.0f (unit scalar scales) */
+    float *d32; /* f32 output scratch (cuBLASLt fallback without outer-vector scales) */
     size_t d32_bytes;
-    oct_lt_plan *plans;     /* cached cuBLASLt plans (linked list) */
-    int lt_block_mn_major;  /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
-    int64_t gemv_max_m;     /* auto path: GEMV up to this M (per-token scales) */
-    int64_t gemv_max_m_block; /* ... block scales */
+    oct_lt_plan *plans;        /* cached cuBLASLt plans (linked list) */
+    int lt_block_mn_major;     /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
+    int64_t gemv_max_m;        /* auto path: GEMV up to this M (per-token scales) */
+    int64_t gemv_max_m_block;  /* ... block scales */
     int64_t gemv_fused_max_m;  /* GEMV path, per-token scales: fused quantization up to this M */
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
     int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */
@@ -245,8 +247,8 @@ struct oct_cuda_ctx {
  * kinds TENSOR x TENSOR, ROW x ROW (outer-vector scales, or an epilogue kernel
  * when cuBLASLt refuses them) or BLOCK128 x BLOCK128. */
 oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,
-                            oct_scale_kind ka, const float *sa, const uint8_t *w,
-                            oct_scale_kind kw, const float *sw, uint16_t *y, cudaStream_t st);
+                            oct_scale_kind ka, const float *sa, const uint8_t *w, oct_scale_kind kw,
+                            const float *sw, uint16_t *y, cudaStream_t st);
 void oct_cuda_lt_free_plans(oct_cuda_ctx *ctx);
 /* Grows a device scratch buffer (contents not kept). */
 oct_status oct_cuda_grow(void **buf, size_t *have, size_t need);

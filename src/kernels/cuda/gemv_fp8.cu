@@ -40,7 +40,8 @@ int oct_cuda_gemv_use_tma = 0;
 // L2 evict_first for the weight stream (cuda_impl.h, oct_l2_policy); 0: no L2 hint.
 int oct_cuda_gemv_evict_first = 1;
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = 8;
 constexpr int kRows = 16;
@@ -50,8 +51,8 @@ constexpr int kRows = 16;
 template <int MT, bool BLK>
 __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     gemv_w8a8(int m, int n, int k, const uint8_t *__restrict__ a, const float *__restrict__ sa,
-              const uint8_t *__restrict__ w, const float *__restrict__ sw,
-              uint16_t *__restrict__ y, int ef)
+              const uint8_t *__restrict__ w, const float *__restrict__ sw, uint16_t *__restrict__ y,
+              int ef)
 {
     // Weight chunks in flight per warp: as many as the registers allow without spills.
     constexpr int U = MT == 1 ? 4 : MT <= 4 ? 2 : 1;
@@ -102,7 +103,8 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
                 const float swi = BLK ? __ldg(swb + i) : 1.0f;
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    const uint4 x0 = __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128));
+                    const uint4 x0 =
+                        __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128));
                     const uint4 x1 =
                         __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)i * 128 + 64));
                     if (BLK) {
@@ -194,7 +196,8 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
         return OCT_ERR_INVALID_ARG;
     if (kind != OCT_SCALE_ROW && kind != OCT_SCALE_BLOCK128)
         return OCT_ERR_UNSUPPORTED;
-    if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 || (((uintptr_t)a | (uintptr_t)w) & 15u))
+    if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 ||
+        (((uintptr_t)a | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
     static int sm90 = -1;
     if (sm90 < 0) {
@@ -202,9 +205,10 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
         const char *env = getenv("OCTET_CUDA_GEMV");
         if (env && !strcmp(env, "tma"))
             oct_cuda_gemv_use_tma = 1;
-        sm90 = cudaGetDevice(&dev) == cudaSuccess &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-               major == 9;
+        sm90 =
+            cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major == 9;
     }
     const bool tma = oct_cuda_gemv_use_tma && sm90 && k % 1024 == 0;
     // Tokens in chunks of 64 (the weights are re-read per chunk: callers use the
@@ -215,11 +219,12 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
         const uint8_t *ac = a + m0 * k;
         const float *sac = kind == OCT_SCALE_BLOCK128 ? sa + m0 * nkb : sa + m0;
         uint16_t *yc = y + m0 * n;
-        cudaError_t e = tma ? oct_cuda_gemv_w8a8_tma_launch(mc, (int)n, (int)k, ac, sac, w, sw, kind, yc,
-                                                            pdl && m0 == 0, st)
-                        : kind == OCT_SCALE_BLOCK128
-                            ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st)
-                            : launch_kind<false>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st);
+        cudaError_t e =
+            tma ? oct_cuda_gemv_w8a8_tma_launch(mc, (int)n, (int)k, ac, sac, w, sw, kind, yc,
+                                                pdl && m0 == 0, st)
+            : kind == OCT_SCALE_BLOCK128
+                ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st)
+                : launch_kind<false>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st);
         if (e != cudaSuccess)
             return OCT_ERR_INTERNAL;
     }

@@ -19,11 +19,12 @@
 // (programmatic dependent launch after the activation quantizer).
 #include "kernels/cuda/cuda_impl.h"
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = 8;
 constexpr int kRows = 16;
-constexpr int kKS = 1024;           // K bytes per stage and row
+constexpr int kKS = 1024;            // K bytes per stage and row
 constexpr int kRowStride = kKS + 64; // padded smem row
 constexpr int kStageBytes = kRows * kRowStride;
 constexpr int kStages = 4;
@@ -68,10 +69,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 __device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+            "r"(smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar))
+        : "memory");
 #endif
 }
 
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 {
     // sm_89 builds get empty helpers; the launcher only uses this kernel on sm_90.
     extern __shared__ __align__(128) uint8_t smem[];
-    uint8_t *ring = smem;                                                  // kStages stages
+    uint8_t *ring = smem; // kStages stages
     float(*red)[MT * 4][32] = reinterpret_cast<float(*)[MT * 4][32]>(smem + kStages * kStageBytes);
     __shared__ __align__(8) uint64_t full[kStages];
 
@@ -108,7 +110,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int g = lane >> 2, t = lane & 3;
     const int ntiles = (n + kRows - 1) / kRows;
     const int nks = k / kKS;
-    const int my_tiles = blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int my_tiles =
+        blockIdx.x < ntiles ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int steps = my_tiles * nks;
 
     // Step q -> tile blockIdx.x + (q / nks) * gridDim.x, K slice q % nks.
@@ -231,11 +234,11 @@ cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, co
         if (e == cudaSuccess)
             e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gemv_w8a8_tma<MT, BLK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem);
+            e = cudaFuncSetAttribute(gemv_w8a8_tma<MT, BLK>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, gemv_w8a8_tma<MT, BLK>,
-                                                              kWarps * 32, smem);
+            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks_per_sm, gemv_w8a8_tma<MT, BLK>, kWarps * 32, smem);
         if (e != cudaSuccess)
             return e;
         if (blocks_per_sm < 1)

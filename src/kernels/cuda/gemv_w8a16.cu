@@ -13,7 +13,8 @@
 // same positions.
 #include "kernels/cuda/cuda_impl.h"
 
-namespace {
+namespace
+{
 
 constexpr int kWarps = 8;
 constexpr int kRows = 16;
@@ -104,7 +105,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     const uint4 *xa = reinterpret_cast<const uint4 *>(xp[mt] + (size_t)i * 128);
-                    const uint4 *xb = reinterpret_cast<const uint4 *>(xp[mt] + (size_t)i * 128 + 64);
+                    const uint4 *xb =
+                        reinterpret_cast<const uint4 *>(xp[mt] + (size_t)i * 128 + 64);
                     mma_vec(acc[mt], wr[u][0], wr[u][2], __ldg(xa), __ldg(xa + 1));
                     mma_vec(acc[mt], wr[u][1], wr[u][3], __ldg(xb), __ldg(xb + 1));
                 }
@@ -142,7 +144,8 @@ template <int MT>
 void launch(int m, int n, int k, const uint16_t *x, const uint8_t *w, const float *sw, uint16_t *y,
             cudaStream_t st)
 {
-    gemv_w8a16<MT><<<(unsigned)((n + kRows - 1) / kRows), kWarps * 32, 0, st>>>(m, n, k, x, w, sw, y);
+    gemv_w8a16<MT>
+        <<<(unsigned)((n + kRows - 1) / kRows), kWarps * 32, 0, st>>>(m, n, k, x, w, sw, y);
 }
 
 } // namespace

@@ -174,7 +174,8 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     if (kind == OCT_SCALE_ROW) {
         if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
             !oct_cuda_gemv_use_tma) {
-            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, c->gemv_fused_any_grid != 0, st);
+            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo,
+                                                c->gemv_fused_any_grid != 0, st);
             if (s != OCT_ERR_UNSUPPORTED) {
                 snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
                 return s;
@@ -185,9 +186,11 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
             return s;
         if (gemv) {
             snprintf(c->last_kernel, sizeof c->last_kernel, "quant_rows+gemv_w8a8_row");
-            return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true, st);
+            return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true,
+                                             st);
         }
-        return oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_ROW, c->s, w, OCT_SCALE_ROW, sw, yo, st);
+        return oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_ROW, c->s, w, OCT_SCALE_ROW, sw, yo,
+                                st);
     }
     const bool mn = !gemv && c->lt_block_mn_major;
     s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
@@ -195,9 +198,11 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
         return s;
     if (gemv) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block");
-        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true, st);
+        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
+                                         st);
     }
-    s = oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_BLOCK128, c->s, w, OCT_SCALE_BLOCK128, sw, yo, st);
+    s = oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_BLOCK128, c->s, w, OCT_SCALE_BLOCK128, sw, yo,
+                         st);
     if (s == OCT_ERR_UNSUPPORTED && path == OCT_CUDA_PATH_AUTO && k % 128 == 0) {
         // cuBLASLt has no block-scaled kernel here: the streaming kernel, 64 tokens
         // per weight pass (requantize in its scale layout if we used the other).
@@ -207,12 +212,14 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
                 return s;
         }
         snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block(lt refused)");
-        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true, st);
+        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
+                                         st);
     }
     return s;
 }
 
-namespace {
+namespace
+{
 __global__ void transpose_scales(const float *__restrict__ src, int64_t m, int64_t nkb,
                                  float *__restrict__ dst)
 {
@@ -233,7 +240,8 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_OK;
     cudaStream_t st = oct_cuda_stream(stream);
     uint16_t *yo = static_cast<uint16_t *>(y);
-    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, n, k, path, ka)) {
+    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 &&
+        use_gemv(c, m, n, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
@@ -242,7 +250,8 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_ERR_UNSUPPORTED;
     if (ka == OCT_SCALE_BLOCK128 && kw == OCT_SCALE_BLOCK128 && c->lt_block_mn_major) {
         const int64_t nkb = (k + 127) / 128;
-        oct_status s = oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)(m * nkb) * sizeof(float));
+        oct_status s =
+            oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)(m * nkb) * sizeof(float));
         if (s != OCT_OK)
             return s;
         transpose_scales<<<(unsigned)((m * nkb + 255) / 256), 256, 0, st>>>(sa, m, nkb, c->s);

@@ -4,7 +4,8 @@
 // of x / scale, NaN rows give NaN scales and NaN codes).
 #include "kernels/cuda/cuda_impl.h"
 
-namespace {
+namespace
+{
 
 constexpr int kTokThreads = 256;
 constexpr int kTokVec = 8; // uint4 (8 bf16) per thread kept in registers: K <= 16384
@@ -24,10 +25,9 @@ __device__ __forceinline__ float block_amax(float a)
 
 // One block per token row; k % 8 == 0 and 16-byte aligned rows.  Rows up to
 // kTokThreads * kTokVec * 8 elements stay in registers between the two passes.
-__global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_vec(const uint16_t *__restrict__ x,
-                                                                   int64_t k, float ub,
-                                                                   uint8_t *__restrict__ q,
-                                                                   float *__restrict__ scale)
+__global__ void __launch_bounds__(kTokThreads)
+    quant_rows_bf16_vec(const uint16_t *__restrict__ x, int64_t k, float ub,
+                        uint8_t *__restrict__ q, float *__restrict__ scale)
 {
     // The GEMM launched after this one (programmatic dependent launch) may start
     // fetching its weights now; it waits for our results before reading them.
@@ -63,10 +63,9 @@ __global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_vec(const uint16_
 }
 
 // Any k, any alignment: scalar two-pass version.
-__global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_any(const uint16_t *__restrict__ x,
-                                                                   int64_t k, float ub,
-                                                                   uint8_t *__restrict__ q,
-                                                                   float *__restrict__ scale)
+__global__ void __launch_bounds__(kTokThreads)
+    quant_rows_bf16_any(const uint16_t *__restrict__ x, int64_t k, float ub,
+                        uint8_t *__restrict__ q, float *__restrict__ scale)
 {
     oct_pdl_launch_dependents();
     const int64_t row = blockIdx.x;
@@ -85,11 +84,10 @@ __global__ void __launch_bounds__(kTokThreads) quant_rows_bf16_any(const uint16_
 
 // 1x128 groups: 16 lanes per group, 8 elements each (k % 8 == 0, aligned).  A
 // partial last group takes its amax over the elements it has.
-__global__ void __launch_bounds__(256) quant_groups_bf16_vec(const uint16_t *__restrict__ x,
-                                                             int64_t m, int64_t k,
-                                                             uint8_t *__restrict__ q,
-                                                             float *__restrict__ scale,
-                                                             int64_t rs, int64_t ks)
+__global__ void __launch_bounds__(256)
+    quant_groups_bf16_vec(const uint16_t *__restrict__ x, int64_t m, int64_t k,
+                          uint8_t *__restrict__ q, float *__restrict__ scale, int64_t rs,
+                          int64_t ks)
 {
     oct_pdl_launch_dependents();
     const int64_t ng = (k + 127) / 128;
@@ -150,8 +148,8 @@ oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, vo
     const int64_t blocks = (groups + 15) / 16;
     if (blocks > INT32_MAX)
         return OCT_ERR_INVALID_ARG;
-    quant_groups_bf16_vec<<<(unsigned)blocks, 256, 0, st>>>(static_cast<const uint16_t *>(x), m, k,
-                                                            static_cast<uint8_t *>(q), scale, rs, ks);
+    quant_groups_bf16_vec<<<(unsigned)blocks, 256, 0, st>>>(
+        static_cast<const uint16_t *>(x), m, k, static_cast<uint8_t *>(q), scale, rs, ks);
     return oct_cuda_check(cudaGetLastError());
 }
 
