@@ -223,11 +223,87 @@ static void test_online_load_runs(void)
     }
 }
 
+/* FP8 KV cache: e4m3 with --calculate-kv-scales and e5m2 (scale 1.0, no
+ * checkpoint scales: a warning) stay close to the f32 cache; bf16 closer. */
+static int g_warned;
+static void warn_sink(oct_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == OCT_LOG_WARN && strstr(msg, "k/v scales"))
+        g_warned++;
+}
+
+static double logits_for(const char *kv, bool calc, float *out)
+{
+    oct_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.kv_cache_dtype = kv;
+    o.calculate_kv_scales = calc;
+    o.dtype = "float32";
+    oct_model *m = NULL;
+    oct_session *s = NULL;
+    oct_error err;
+    if (oct_model_load("models/demo", &o, &m, &err) != OCT_OK ||
+        oct_session_create(m, 1, 64, &s, &err) != OCT_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        oct_model_free(m);
+        return -1;
+    }
+    int32_t toks[48], seq[48] = {0};
+    int64_t pos[48];
+    bool want[48] = {false};
+    for (int i = 0; i < 48; i++) {
+        toks[i] = (int32_t)(1 + (i * 131) % 6000);
+        pos[i] = i;
+    }
+    want[47] = true;
+    oct_status st = oct_session_forward(s, 48, toks, seq, pos, want, out, &err);
+    oct_session_free(s);
+    oct_model_free(m);
+    return st == OCT_OK ? 0 : -1;
+}
+
+static void test_kv_cache_dtypes(void)
+{
+    const int64_t V = 6144;
+    float *ref = malloc(V * 4), *got = malloc(V * 4);
+    REQUIRE(logits_for("auto", false, ref) == 0);
+    struct {
+        const char *kv;
+        bool calc;
+        double tol;
+    } cases[] = {{"bf16", false, 0.01}, {"fp8", true, 0.05}, {"fp8_e5m2", false, 0.10}};
+    oct_log_set(warn_sink, NULL, OCT_LOG_WARN);
+    for (int c = 0; c < 3; c++) {
+        g_warned = 0;
+        REQUIRE(logits_for(cases[c].kv, cases[c].calc, got) == 0);
+        double num = 0, den = 0;
+        int64_t am_r = 0, am_g = 0;
+        for (int64_t v = 0; v < V; v++) {
+            num += ((double)got[v] - (double)ref[v]) * ((double)got[v] - (double)ref[v]);
+            den += (double)ref[v] * (double)ref[v];
+            am_r = ref[v] > ref[am_r] ? v : am_r;
+            am_g = got[v] > got[am_g] ? v : am_g;
+        }
+        double rel = sqrt(num / den);
+        printf("  kv %s%s: relative logit error %.4f, argmax %s\n", cases[c].kv,
+               cases[c].calc ? " (calculated scales)" : "", rel, am_r == am_g ? "same" : "differs");
+        CHECKF(rel < cases[c].tol, "kv %s: relative error %g", cases[c].kv, rel);
+        CHECK(am_r == am_g);
+        /* FP8 without checkpoint scales and without --calculate-kv-scales warns */
+        CHECK(g_warned == (strcmp(cases[c].kv, "fp8_e5m2") == 0 ? 1 : 0));
+    }
+    oct_log_set(NULL, NULL, OCT_LOG_INFO);
+    free(ref);
+    free(got);
+}
+
 int main(void)
 {
     RUN(test_against_transformers);
     RUN(test_online_schemes_and_ignore);
     RUN(test_config_contract);
     RUN(test_online_load_runs);
+    RUN(test_kv_cache_dtypes);
     return testlib_finish();
 }
