@@ -57,6 +57,57 @@ static bool parse_ids(const char *s, oct_token_ids *out)
     return out->n > 0;
 }
 
+/* Generated text so far; `printed` bytes of it are on stdout. */
+typedef struct text_acc {
+    char *buf;
+    size_t len, cap, printed;
+} text_acc;
+
+static int text_append(text_acc *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = (t->len + n + 1) * 2;
+        char *p = realloc(t->buf, cap);
+        if (!p)
+            return -1;
+        t->buf = p;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = 0;
+    return 0;
+}
+
+/* True (and the text cut before it) when a stop string occurs. */
+static bool stop_scan(text_acc *t, const char *const *stops, int n)
+{
+    size_t cut = t->len;
+    for (int i = 0; i < n; i++) {
+        const char *hit = strstr(t->buf, stops[i]);
+        if (hit && (size_t)(hit - t->buf) < cut)
+            cut = (size_t)(hit - t->buf);
+    }
+    if (cut == t->len)
+        return false;
+    t->len = cut;
+    t->buf[cut] = 0;
+    return true;
+}
+
+/* Prints what cannot be the start of a stop string: all but the last
+ * hold - 1 bytes (hold = the longest stop string; 0 prints everything). */
+static void text_emit(text_acc *t, size_t hold)
+{
+    size_t keep = hold > 1 ? hold - 1 : 0;
+    if (t->len > t->printed + keep) {
+        size_t upto = t->len - keep;
+        fwrite(t->buf + t->printed, 1, upto - t->printed, stdout);
+        fflush(stdout);
+        t->printed = upto;
+    }
+}
+
 int cli_generate(int argc, char **argv)
 {
     model_args ma;
@@ -64,6 +115,13 @@ int cli_generate(int argc, char **argv)
     const char *prompt = NULL, *prompt_ids = NULL;
     int64_t max_tokens = 64;
     bool json = false, chat = false, ignore_eos = false;
+    const char *stops[16];
+    int n_stops = 0;
+    const char *stop_ids_arg = NULL;
+    oct_token_ids stop_ids = {0};
+    text_acc acc = {0};
+    bool stopped = false;
+    size_t max_stop = 0;
     oct_sampling sp;
     oct_sampling_default(&sp);
     sp.temperature = 0.8f;
@@ -84,6 +142,14 @@ int cli_generate(int argc, char **argv)
             chat = true;
         } else if (strcmp(f, "--ignore-eos") == 0) {
             ignore_eos = true;
+        } else if (has && strcmp(f, "--stop") == 0) {
+            if (n_stops == 16 || !*argv[i + 1]) {
+                fprintf(stderr, "octet generate: --stop: at most 16 non-empty strings\n");
+                return 2;
+            }
+            stops[n_stops++] = argv[++i];
+        } else if (has && strcmp(f, "--stop-token-ids") == 0) {
+            stop_ids_arg = argv[++i];
         } else if (has && strcmp(f, "--prompt") == 0) {
             prompt = argv[++i];
         } else if (has && strcmp(f, "--prompt-ids") == 0) {
@@ -114,6 +180,10 @@ int cli_generate(int argc, char **argv)
     }
     if (!!prompt == !!prompt_ids) {
         fprintf(stderr, "octet generate: give exactly one of --prompt or --prompt-ids\n");
+        return 2;
+    }
+    if (stop_ids_arg && !parse_ids(stop_ids_arg, &stop_ids)) {
+        fprintf(stderr, "octet generate: --stop-token-ids: expected comma-separated token ids\n");
         return 2;
     }
     if (max_tokens < 0) {
@@ -206,6 +276,8 @@ int cli_generate(int argc, char **argv)
     want[ids.n - 1] = true;
     const oct_model_config *cfg = oct_model_get_config(m);
     int32_t eos_tok = tok ? oct_tokenizer_eos_id(tok) : -1;
+    for (int i = 0; i < n_stops; i++)
+        max_stop = strlen(stops[i]) > max_stop ? strlen(stops[i]) : max_stop;
     double t1 = now_s();
     st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
     free(seqs), free(pos), free(want);
@@ -222,17 +294,21 @@ int cli_generate(int argc, char **argv)
         bool is_eos = next == eos_tok;
         for (int e = 0; e < cfg->n_eos; e++)
             is_eos |= next == cfg->eos_token_ids[e];
+        for (int64_t e = 0; e < stop_ids.n; e++)
+            is_eos |= next == stop_ids.ids[e];
         const char *piece;
         size_t plen;
         if (!dt && !json) {
             printf("%s%d", n_out > 1 ? " " : "", next);
             fflush(stdout);
         } else if (dt && oct_detokenizer_push(dt, next, &piece, &plen, &err) == OCT_OK && plen &&
-                   !json) {
-            fwrite(piece, 1, plen, stdout);
-            fflush(stdout);
+                   text_append(&acc, piece, plen) == 0) {
+            if (stop_scan(&acc, stops, n_stops))
+                stopped = true;
+            if (!json)
+                text_emit(&acc, stopped ? 0 : max_stop);
         }
-        if (is_eos && !ignore_eos)
+        if (stopped || (is_eos && !ignore_eos))
             break;
         if (n_out == max_tokens)
             break;
@@ -248,7 +324,7 @@ int cli_generate(int argc, char **argv)
     }
     char *text = NULL;
     size_t tlen = 0;
-    if (tok)
+    if (tok && !n_stops)
         oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
     if (json) {
         json_t *o = json_object(), *pi = json_array(), *oi = json_array(), *tm = json_object();
@@ -258,7 +334,13 @@ int cli_generate(int argc, char **argv)
             json_array_append_new(oi, json_integer(out_ids[i]));
         json_object_set_new(o, "prompt_ids", pi);
         json_object_set_new(o, "output_ids", oi);
-        json_object_set_new(o, "text", json_stringn(text ? text : "", tlen));
+        if (n_stops) /* the streamed text, cut before the stop string */
+            json_object_set_new(o, "text", json_stringn(acc.buf ? acc.buf : "", acc.len));
+        else
+            json_object_set_new(o, "text", json_stringn(text ? text : "", tlen));
+        json_object_set_new(
+            o, "finish_reason",
+            json_string(stopped || (n_out && n_out < max_tokens) ? "stop" : "length"));
         json_object_set_new(tm, "load_s", json_real(load_s));
         json_object_set_new(tm, "ttft_ms", json_real(ttft_ms));
         json_object_set_new(tm, "prefill_tok_s",
@@ -274,8 +356,10 @@ int cli_generate(int argc, char **argv)
     } else {
         const char *piece;
         size_t plen;
-        if (dt && oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen)
-            fwrite(piece, 1, plen, stdout);
+        if (!stopped && dt && oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen &&
+            text_append(&acc, piece, plen) == 0 && stop_scan(&acc, stops, n_stops))
+            stopped = true;
+        text_emit(&acc, 0);
         printf("\n");
         fprintf(stderr,
                 "octet: %lld prompt tokens, %lld generated; load %.2f s, TTFT %.1f ms, prefill "
@@ -290,6 +374,8 @@ out:
     free(logits);
     free(out_ids);
     free(rendered);
+    free(acc.buf);
+    free(stop_ids.ids);
     oct_token_ids_free(&ids);
     oct_detokenizer_free(dt);
     oct_sampler_free(smp);
