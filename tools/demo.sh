@@ -11,10 +11,9 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 octet="$BUILD/octet"
 model=models/demo
-# Perplexity over the first EVAL_TOKENS tokens of models/demo/eval.txt (the
-# whole file is 13 877 scored tokens; `octet eval --text models/demo/eval.txt`
-# scores all of it) keeps the demo within two minutes on a 2-core machine.
-EVAL_TOKENS=${EVAL_TOKENS:-4096}
+# Perplexity over all of models/demo/eval.txt (13 877 scored tokens), the text
+# models/demo/README.md reports PyTorch's figures on; EVAL_TOKENS=N limits it.
+EVAL_TOKENS=${EVAL_TOKENS:-0}
 start=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -37,7 +36,8 @@ for p in "The history of the" "In the morning the jury" "Scientists have found t
         --max-tokens 40 --temperature 0.7 --top-p 0.95 --seed 1 2>/dev/null
 done
 echo
-echo "== 3. accuracy and speed per scheme (held-out text: first $EVAL_TOKENS tokens of $model/eval.txt)"
+if [ "$EVAL_TOKENS" -gt 0 ]; then what="first $EVAL_TOKENS tokens of $model/eval.txt"; else what="$model/eval.txt"; fi
+echo "== 3. accuracy and speed per scheme (held-out text: $what; PyTorch's figures: $model/README.md)"
 "$octet" quantize --model "$model" --scheme FP8_DYNAMIC --format compressed-tensors \
     --out "$work/fp8_dynamic" >/dev/null 2>&1
 printf '%-28s %9s %9s %9s %8s %11s %12s %10s\n' scheme ppl "Δppl" KLD top-1 "decode t/s" "prefill t/s" "MB"
