@@ -4,6 +4,7 @@
  * norm, head_dim != hidden/heads), Granite (multipliers)); plus the online
  * quantization config contract (spec §3) on the bundled demo model. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "fixture_st.h"
 #include "octet.h"
@@ -298,6 +299,36 @@ static void test_kv_cache_dtypes(void)
     free(got);
 }
 
+/* A pre-quantized FP8_DYNAMIC export runs its per-channel q/k/v and gate/up
+ * shards fused (their scales stack exactly). */
+static void test_prequantized_shards_fuse(void)
+{
+    oct_checkpoint *src = NULL;
+    oct_error err;
+    REQUIRE(oct_checkpoint_open("models/demo", NULL, &src, &err) == OCT_OK);
+    char dir[] = "/tmp/octet_fuse_XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    oct_export_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.scheme = OCT_EXPORT_FP8_DYNAMIC;
+    eo.format = OCT_EXPORT_COMPRESSED_TENSORS;
+    CHECK_OK(oct_checkpoint_export(src, dir, &eo, &err));
+    oct_checkpoint_free(src);
+    oct_plan *p = NULL;
+    CHECK_OK(oct_plan_create(dir, NULL, &p, &err));
+    if (p) {
+        const oct_plan_layer *k = find(p, "model.layers.3.self_attn.k_proj");
+        const oct_plan_layer *u = find(p, "model.layers.3.mlp.up_proj");
+        CHECK(k && strcmp(k->group, "model.layers.3.self_attn.qkv_proj") == 0);
+        CHECK(u && strcmp(u->group, "model.layers.3.mlp.gate_up_proj") == 0);
+        CHECK(oct_plan_n_quantized(p) == 56);
+        oct_plan_free(p);
+    }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     RUN(test_against_transformers);
@@ -305,5 +336,6 @@ int main(void)
     RUN(test_config_contract);
     RUN(test_online_load_runs);
     RUN(test_kv_cache_dtypes);
+    RUN(test_prequantized_shards_fuse);
     return testlib_finish();
 }

@@ -129,20 +129,37 @@ static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void 
     return OCT_OK;
 }
 
+/* The checkpoint's FP8 codes and scales of a unit, shard after shard (fused
+ * shards stack exactly: see ckpt_shards_fusable in plan.c). */
 static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *scales,
                                 size_t n_scales, oct_error *err)
 {
-    const oct_ckpt_linear *l = g->src[0];
-    oct_status st = oct_ckpt_linear_read_codes(l, 0, l->out_features, codes, err);
-    if (st != OCT_OK)
-        return st;
-    if (g->desc.weight_scale != OCT_SCALE_MX32)
-        return oct_ckpt_linear_read_scales(l, (float *)scales, err);
-    float *tmp = oct_malloc(n_scales * sizeof(float));
-    if (!tmp)
+    const int64_t K = g->k;
+    const oct_scale_kind kind = g->desc.weight_scale;
+    float *tmp = kind == OCT_SCALE_MX32 ? oct_malloc(n_scales * sizeof(float)) : NULL;
+    if (kind == OCT_SCALE_MX32 && !tmp)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    st = oct_ckpt_linear_read_scales(l, tmp, err);
-    for (size_t i = 0; st == OCT_OK && i < n_scales; i++) {
+    oct_status st = OCT_OK;
+    int64_t row = 0;
+    for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
+        const oct_ckpt_linear *l = g->src[s];
+        st = oct_ckpt_linear_read_codes(l, 0, l->out_features, codes + row * K, err);
+        if (st != OCT_OK)
+            break;
+        switch (kind) {
+        case OCT_SCALE_TENSOR: /* shards share one scale (or there is one shard) */
+            st = oct_ckpt_linear_read_scales(l, (float *)scales, err);
+            break;
+        case OCT_SCALE_ROW: st = oct_ckpt_linear_read_scales(l, (float *)scales + row, err); break;
+        case OCT_SCALE_BLOCK128:
+            st = oct_ckpt_linear_read_scales(
+                l, (float *)scales + (row / 128) * oct_ceil_div(K, 128), err);
+            break;
+        case OCT_SCALE_MX32: st = oct_ckpt_linear_read_scales(l, tmp + row * (K / 32), err); break;
+        }
+        row += l->out_features;
+    }
+    for (size_t i = 0; tmp && st == OCT_OK && i < n_scales; i++) {
         int e;
         frexpf(tmp[i], &e); /* exact powers of two: 2^(e-1) */
         ((uint8_t *)scales)[i] = (uint8_t)(e - 1 + 127);

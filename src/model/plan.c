@@ -144,6 +144,46 @@ typedef struct plan_ctx {
     bool *ignore_used;
 } plan_ctx;
 
+/* Pre-quantized FP8 shards of one fused layer can run as one unit when the
+ * fusion is exact: the same scheme on every shard, and scales that simply
+ * stack (per-channel and MX rows; 128x128 blocks when every shard but the last
+ * has a multiple of 128 rows; per-tensor only when all shards share one scale
+ * -- vLLM would requantize the others to the max, octet keeps them apart). */
+static bool ckpt_shards_fusable(const shard_in *sh, int n_sh)
+{
+    if (n_sh < 2)
+        return false;
+    for (int s = 0; s < n_sh; s++)
+        if (!sh[s].src || sh[s].stack)
+            return false;
+    oct_linear_desc d0, d;
+    oct_error e;
+    memset(&d0, 0, sizeof d0);
+    if (ckpt_desc(sh[0].src, &d0, &e) != OCT_OK)
+        return false;
+    float s0 = 0.0f;
+    if (d0.weight_scale == OCT_SCALE_TENSOR &&
+        oct_ckpt_linear_read_scales(sh[0].src, &s0, &e) != OCT_OK)
+        return false;
+    for (int s = 0; s < n_sh; s++) {
+        memset(&d, 0, sizeof d);
+        if (ckpt_desc(sh[s].src, &d, &e) != OCT_OK || d.weight_scale != d0.weight_scale ||
+            d.act != d0.act || d.act_scale_ub != d0.act_scale_ub ||
+            d.act_static_scale != d0.act_static_scale ||
+            (sh[s].src->bias != NULL) != (sh[0].src->bias != NULL) ||
+            sh[s].src->fp8_format != sh[0].src->fp8_format)
+            return false;
+        if (d0.weight_scale == OCT_SCALE_BLOCK128 && s + 1 < n_sh && sh[s].n % 128 != 0)
+            return false;
+        if (d0.weight_scale == OCT_SCALE_TENSOR) {
+            float v = 0.0f;
+            if (oct_ckpt_linear_read_scales(sh[s].src, &v, &e) != OCT_OK || v != s0)
+                return false;
+        }
+    }
+    return true;
+}
+
 static oct_status match_ignore(const plan_ctx *c, const char *name, int *idx, oct_error *err)
 {
     *idx = -1;
@@ -210,12 +250,14 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         }
     }
     bool is_expert = role == OCT_U_EXP_GATE_UP || role == OCT_U_EXP_DOWN;
-    /* Units: fused unless the checkpoint's FP8 shards keep their own scales. */
-    int n_units = ckpt_fp8 ? n_sh : 1;
+    /* Units: fused, unless the checkpoint's FP8 shards have scales that do not
+     * stack exactly (then each keeps its own). */
+    bool split = ckpt_fp8 && !ckpt_shards_fusable(sh, n_sh);
+    int n_units = split ? n_sh : 1;
     for (int u = 0; u < n_units; u++) {
         oct_plan_group *g = &p->groups[p->n_groups];
-        int s0 = ckpt_fp8 ? u : 0, s1 = ckpt_fp8 ? u + 1 : n_sh;
-        snprintf(g->name, sizeof g->name, "%s", ckpt_fp8 || n_sh == 1 ? sh[s0].name : fused);
+        int s0 = split ? u : 0, s1 = split ? u + 1 : n_sh;
+        snprintf(g->name, sizeof g->name, "%s", split || n_sh == 1 ? sh[s0].name : fused);
         g->n_shards = s1 - s0;
         g->k = sh[s0].k;
         g->online = sch[0];
