@@ -396,7 +396,9 @@ static void test_prequantized_per_expert(void)
         CHECK(scheme_is(p, "model.layers.1.block_sparse_moe.experts.2.w3",
                         "FP8_DYNAMIC (checkpoint)"));
         const oct_plan_layer *w1 = find(p, "model.layers.1.block_sparse_moe.experts.2.w1");
-        CHECK(w1 && strcmp(w1->group, w1->name) == 0); /* unfused: own scales */
+        const oct_plan_layer *w3 = find(p, "model.layers.1.block_sparse_moe.experts.2.w3");
+        /* per-channel scales stack exactly: w1 and w3 run as one fused unit */
+        CHECK(w1 && w3 && strcmp(w1->group, w3->group) == 0 && strcmp(w1->group, w1->name) != 0);
         CHECK(oct_plan_n_quantized(p) == 2 * (4 + 12));
         int32_t ids[8] = {5, 17, 300, 42, 9, 77, 400, 3};
         float *lg = prefill(m, ids, 8, NULL);
