@@ -3,6 +3,7 @@
  * tied embeddings), Mistral (sliding window 8), Qwen2 (qkv bias), Qwen3 (q/k
  * norm, head_dim != hidden/heads), Granite (multipliers)); plus the online
  * quantization config contract (spec §3) on the bundled demo model. */
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -87,6 +88,81 @@ static void test_against_transformers(void)
 {
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         check_arch(k_archs[i]);
+}
+
+/* Perplexity of a fixed sequence with each online scheme against PyTorch's
+ * fake-quantized model (same scale rules, fused q/k/v and gate/up; fixture
+ * model_<arch>/fakequant.json): within 0.1%. */
+static double octet_ppl(const char *dir, const char *scheme, const int32_t *ids, int64_t n)
+{
+    oct_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.dtype = "float32";
+    o.quantization = strcmp(scheme, "bf16") == 0 ? NULL : scheme;
+    oct_model *m = NULL;
+    oct_session *s = NULL;
+    oct_error err;
+    double ppl = -1;
+    if (oct_model_load(dir, &o, &m, &err) != OCT_OK ||
+        oct_session_create(m, 1, n, &s, &err) != OCT_OK) {
+        fprintf(stderr, "%s %s: %s\n", dir, scheme, err.message);
+        oct_model_free(m);
+        return -1;
+    }
+    int64_t V = oct_model_vocab_size(m);
+    float *lg = malloc((size_t)(n * V) * 4);
+    int32_t *seq = calloc((size_t)n, 4);
+    int64_t *pos = malloc((size_t)n * 8);
+    for (int64_t i = 0; i < n; i++)
+        pos[i] = i;
+    if (oct_session_forward(s, n, ids, seq, pos, NULL, lg, &err) == OCT_OK) {
+        double nll = 0;
+        for (int64_t t = 0; t + 1 < n; t++) {
+            const float *l = lg + t * V;
+            double mx = (double)l[0], sum = 0;
+            for (int64_t v = 1; v < V; v++)
+                mx = (double)l[v] > mx ? (double)l[v] : mx;
+            for (int64_t v = 0; v < V; v++)
+                sum += exp((double)l[v] - mx);
+            nll -= (double)l[ids[t + 1]] - mx - log(sum);
+        }
+        ppl = exp(nll / (double)(n - 1));
+    }
+    free(lg), free(seq), free(pos);
+    oct_session_free(s);
+    oct_model_free(m);
+    return ppl;
+}
+
+static void test_fake_quant_perplexity(void)
+{
+    static const char *schemes[] = {"bf16", "fp8_per_tensor", "fp8_per_block", "mxfp8"};
+    for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++) {
+        char path[320], dir[256];
+        snprintf(dir, sizeof dir, "tests/fixtures/models/model_%s", k_archs[a]);
+        snprintf(path, sizeof path, "%s/fakequant.json", dir);
+        json_error_t je;
+        json_t *root = json_load_file(path, 0, &je);
+        CHECKF(root != NULL, "%s: %s", path, je.text);
+        if (!root)
+            continue;
+        json_t *jids = json_object_get(root, "ids");
+        int64_t n = (int64_t)json_array_size(jids);
+        int32_t *ids = malloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++)
+            ids[i] = (int32_t)json_integer_value(json_array_get(jids, (size_t)i));
+        for (size_t s = 0; s < 4; s++) {
+            double want =
+                json_real_value(json_object_get(json_object_get(root, "ppl"), schemes[s]));
+            double got = octet_ppl(dir, schemes[s], ids, n);
+            double rel = fabs(got / want - 1.0);
+            printf("  %-8s %-15s octet %.4f  PyTorch fake-quant %.4f  (%.4f%%)\n", k_archs[a],
+                   schemes[s], got, want, 100 * rel);
+            CHECKF(rel <= 1e-3, "%s %s: ppl %g vs PyTorch %g", k_archs[a], schemes[s], got, want);
+        }
+        free(ids);
+        json_decref(root);
+    }
 }
 
 /* Plan of the demo model for a --quantization / --quantization-config pair. */
@@ -332,6 +408,7 @@ static void test_prequantized_shards_fuse(void)
 int main(void)
 {
     RUN(test_against_transformers);
+    RUN(test_fake_quant_perplexity);
     RUN(test_online_schemes_and_ignore);
     RUN(test_config_contract);
     RUN(test_online_load_runs);
