@@ -1,5 +1,5 @@
 /* unicode_tables.h — the generated Unicode data (unicode_tables.c, made by
- * gen_unicode_tables.py): combining classes, decompositions, composition
+ * tools/gen_unicode_tables.py): combining classes, decompositions, composition
  * pairs, lowercase mappings.  Every array is sorted by its first field. */
 #ifndef OCTET_TOK_UNICODE_TABLES_H
 #define OCTET_TOK_UNICODE_TABLES_H
