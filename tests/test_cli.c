@@ -1,0 +1,167 @@
+/* test_cli.c — the command line as users and other tools call it: the JSON
+ * fields the issues name (generate, eval, inspect, tokenize), exit codes, and
+ * error messages that name what is wrong.  Runs $BUILD/octet (so `make asan`
+ * checks the ASan binary) on the bundled demo model. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testlib.h"
+
+static char g_bin[256];
+
+/* Runs `octet ARGS`, captures stdout (and stderr when want_err); returns the exit status. */
+static int run(const char *args, bool want_err, char **out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s %s", g_bin, args, want_err ? "2>&1" : "2>/dev/null");
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 1024) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    buf[len] = 0;
+    int st = pclose(f);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static json_t *run_json(const char *args)
+{
+    char *out = NULL;
+    int rc = run(args, false, &out);
+    json_error_t je;
+    json_t *j = rc == 0 ? json_loads(out, JSON_DECODE_ANY, &je) : NULL;
+    if (!j)
+        fprintf(stderr, "octet %s -> rc %d, output: %.300s\n", args, rc, out);
+    free(out);
+    return j;
+}
+
+static void test_generate_json(void)
+{
+    json_t *j = run_json("generate --model models/demo --prompt 'The jury said' --max-tokens 8 "
+                         "--temperature 0 --json");
+    REQUIRE(j);
+    CHECK(json_array_size(json_object_get(j, "prompt_ids")) > 0);
+    CHECK(json_array_size(json_object_get(j, "output_ids")) == 8);
+    CHECK(json_is_string(json_object_get(j, "text")));
+    json_t *t = json_object_get(j, "timings");
+    CHECK(json_is_number(json_object_get(t, "load_s")) &&
+          json_is_number(json_object_get(t, "ttft_ms")) &&
+          json_is_number(json_object_get(t, "prefill_tok_s")) &&
+          json_is_number(json_object_get(t, "decode_tok_s")));
+    /* --prompt-ids gives the same continuation as the text it encodes */
+    char args[512];
+    json_t *p = json_object_get(j, "prompt_ids");
+    size_t o = 0;
+    o += (size_t)snprintf(args + o, sizeof args - o, "generate --model models/demo --prompt-ids '");
+    for (size_t i = 0; i < json_array_size(p); i++)
+        o += (size_t)snprintf(args + o, sizeof args - o, "%s%lld", i ? "," : "",
+                              (long long)json_integer_value(json_array_get(p, i)));
+    snprintf(args + o, sizeof args - o, "' --max-tokens 8 --temperature 0 --json");
+    json_t *k = run_json(args);
+    CHECK(k && json_equal(json_object_get(j, "output_ids"), json_object_get(k, "output_ids")));
+    json_decref(k);
+    json_decref(j);
+}
+
+static void test_eval_json_and_token_ids(void)
+{
+    /* the first 300 tokens as ids: --token-ids and --text give the same ppl */
+    json_t *j = run_json("eval --model models/demo --text models/demo/eval.txt --max-tokens 300 "
+                         "--quantization fp8_per_block --json");
+    REQUIRE(j);
+    CHECK(json_real_value(json_object_get(j, "ppl")) > 1.0);
+    /* windows of 256: 255 + 43 scored positions */
+    CHECK(json_integer_value(json_object_get(j, "tokens")) == 298);
+    CHECK(json_is_number(json_object_get(j, "ppl_bf16")) &&
+          json_is_number(json_object_get(j, "kld")) &&
+          json_is_number(json_object_get(j, "top1_agree")));
+    json_t *b =
+        run_json("eval --model models/demo --text models/demo/eval.txt --max-tokens 300 --json");
+    CHECK(b && json_real_value(json_object_get(b, "ppl")) ==
+                   json_real_value(json_object_get(j, "ppl_bf16")));
+    CHECK(b && !json_object_get(b, "kld")); /* no comparison without a quantization */
+    json_decref(b);
+    /* --token-ids: whitespace-separated ids */
+    FILE *f = fopen("build/cli_ids.txt", "w");
+    REQUIRE(f);
+    for (int i = 0; i < 100; i++)
+        fprintf(f, "%d%s", 1 + (i * 37) % 6000, i % 10 == 9 ? "\n" : " ");
+    fclose(f);
+    json_t *t =
+        run_json("eval --model models/demo --token-ids build/cli_ids.txt --window 64 --json");
+    CHECK(t && json_integer_value(json_object_get(t, "tokens")) == 63 + 35);
+    json_decref(t);
+    json_decref(j);
+}
+
+static void test_inspect_and_tokenize_json(void)
+{
+    json_t *j = run_json("inspect --model models/demo --json");
+    REQUIRE(j);
+    CHECK(strcmp(json_string_value(json_object_get(j, "format")), "bf16") == 0);
+    json_t *layers = json_object_get(j, "layers");
+    CHECK(json_array_size(layers) > 0);
+    json_t *l0 = json_array_get(layers, 0);
+    CHECK(json_is_string(json_object_get(l0, "name")) &&
+          json_is_array(json_object_get(l0, "shape")) &&
+          json_is_string(json_object_get(l0, "weight_dtype")) &&
+          json_is_string(json_object_get(l0, "scale_kind")) &&
+          json_is_string(json_object_get(l0, "activation")));
+    CHECK(json_integer_value(json_object_get(j, "total_params")) > 9000000);
+    json_decref(j);
+    json_t *t = run_json("tokenize --model models/demo --text 'Hello world' --json");
+    CHECK(t && json_is_array(t) && json_array_size(t) >= 2);
+    json_decref(t);
+}
+
+static void test_errors_name_the_problem(void)
+{
+    struct {
+        const char *args;
+        int rc;
+        const char *text;
+    } cases[] = {
+        {"generate --model /nonexistent --prompt x", 1, "/nonexistent"},
+        {"generate --model models/demo --prompt x --quantization int4", 1, "int4"},
+        {"generate --model models/demo --prompt x --quantization-config '{\"linear\": 5}'", 1,
+         "quantization_config.linear"},
+        {"generate --model models/demo --prompt x --kv-cache-dtype fp4", 1, "--kv-cache-dtype"},
+        {"generate --model models/demo", 2, "--prompt"},
+        {"eval --model models/demo --token-ids /nonexistent", 1, "/nonexistent"},
+        {"quantize --model models/demo --scheme FP4 --format fp8 --out /tmp/x", 2, "FP4"},
+        {"nosuchcommand", 2, "nosuchcommand"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        int rc = run(cases[i].args, true, &out);
+        CHECKF(rc == cases[i].rc && strstr(out, cases[i].text),
+               "octet %s: rc %d (want %d), output '%.200s' should name '%s'", cases[i].args, rc,
+               cases[i].rc, out, cases[i].text);
+        free(out);
+    }
+}
+
+int main(void)
+{
+    const char *build = getenv("BUILD");
+    snprintf(g_bin, sizeof g_bin, "%s/octet", build ? build : "build");
+    RUN(test_generate_json);
+    RUN(test_eval_json_and_token_ids);
+    RUN(test_inspect_and_tokenize_json);
+    RUN(test_errors_name_the_problem);
+    return testlib_finish();
+}
