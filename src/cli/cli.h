@@ -1,9 +1,8 @@
 /* cli.h — subcommand entry points and shared CLI helpers.
  *
  * Each command lives in its own file src/cli/<command>.c and defines
- * `int cli_<command>(int argc, char **argv)` (argv[0] is the command name).
- * Commands not written yet resolve to the weak fallbacks in pending.c, which
- * say so and exit with status 2. */
+ * `int cli_<command>(int argc, char **argv)` (argv[0] is the command name);
+ * `octet bench <name>` runs bench/bench_<name>.c's bench_<name>_main. */
 #ifndef OCTET_CLI_H
 #define OCTET_CLI_H
 
