@@ -219,6 +219,9 @@ class _FQLinear(torch.nn.Module):
         self.scheme, self.b = scheme, b
         if scheme == "fp8_per_tensor":
             self.wq, self.ws = q_w_tensor(w)
+        elif scheme == "FP8_DYNAMIC":  # per-channel weights (the export), per-token activations
+            self.wq, ws = q_a_token(w)
+            self.ws = ws[:, 0]  # [N]
         elif scheme == "fp8_per_block":
             self.wq, ws = q_w_blocks(w, 128)  # ws [ceil(N/128), ceil(K/128)]
             self.ws = ws.repeat_interleave(128, dim=0)[:w.shape[0]]  # per row: [N, KB]
@@ -229,9 +232,10 @@ class _FQLinear(torch.nn.Module):
         sh = x.shape
         x = x.float().reshape(-1, sh[-1])
         k = x.shape[-1]
-        if self.scheme == "fp8_per_tensor":
+        if self.scheme in ("fp8_per_tensor", "FP8_DYNAMIC"):
             aq, sa = q_a_token(x)
-            y = sa * (self.ws * _dot(aq, self.wq))
+            sb = self.ws if self.ws.dim() == 0 else self.ws[None, :]
+            y = sa * (sb * _dot(aq, self.wq))
         else:
             g = 128 if self.scheme == "fp8_per_block" else 32
             aq, sa = q_a_groups(x, 128) if g == 128 else q_mx(x)

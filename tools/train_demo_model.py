@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from make_model_fixtures import fake_quant  # tools/ is on sys.path when run as a script
+
 VOCAB = 6144
 SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -64,88 +66,10 @@ def stream(tok, lines, bos, eos):
 
 
 # ---------------------------------------------------------------- fake quant
-# The rules of octet's docs/NUMERICS.md, in torch (true division where octet divides).
-def e4(x):
-    return x.clamp(-Q, Q).to(torch.float8_e4m3fn).float()
-
-
-def div(a, b):
-    return a / torch.full_like(a, b)
-
-
-def fq_tensor(w):
-    s = torch.clamp(div(w.abs().amax(), Q), min=1 / (Q * 512))
-    return e4(w * torch.reciprocal(s)) * s
-
-
-def fq_rows(x):
-    s = torch.clamp(div(x.abs().amax(dim=-1, keepdim=True), Q), min=1 / (Q * 512))
-    return e4(x / s) * s
-
-
-def fq_groups(x, g=128):
-    sh = x.shape
-    xg = x.reshape(*sh[:-1], sh[-1] // g, g)
-    s = torch.clamp(div(xg.abs().amax(dim=-1, keepdim=True), Q), min=1 / (Q * 512))
-    return (e4(xg / s) * s).reshape(sh)
-
-
-def fq_blocks(w, b=128):
-    N, K = w.shape
-    wb = w.reshape(N // b, b, K // b, b)
-    s = div(wb.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-4), Q)
-    return (e4(wb * (1.0 / s)) * s).reshape(N, K)
-
-
-def fq_mx(x):
-    sh = x.shape
-    xb = x.reshape(*sh[:-1], sh[-1] // 32, 32)
-    am = xb.abs().amax(dim=-1, keepdim=True)
-    e = torch.frexp(am)[1] - 1  # floor(log2 amax)
-    e = torch.where(am == 0, torch.zeros_like(e), torch.clamp(e - 8 + 127, 0, 254))
-    sc = torch.exp2((e - 127).double()).float()
-    return (e4(xb / sc) * sc).reshape(sh)
-
-
-# scheme -> (weight fake-quant, activation fake-quant)
-SCHEMES = {
-    "fp8_per_tensor": (fq_tensor, fq_rows),   # W per-tensor, A per-token dynamic
-    "fp8_per_block": (fq_blocks, fq_groups),  # W 128x128, A 1x128 groups
-    "mxfp8": (fq_mx, fq_mx),                  # W and A MX 1x32, OCP recipe
-    "FP8_DYNAMIC": (fq_rows, fq_rows),        # W per-channel, A per-token (export)
-}
-
-
-class FQLinear(torch.nn.Module):
-    def __init__(self, lin, wq, aq):
-        super().__init__()
-        self.w = torch.nn.Parameter(wq(lin.weight.detach().float()), requires_grad=False)
-        self.aq = aq
-
-    def forward(self, x):
-        return F.linear(self.aq(x.float()), self.w)
-
-
-def fake_quant_model(model, scheme):
-    """Fake-quantizes every Linear but lm_head.  q/k/v and gate/up are
-    quantized as the fused matrices vLLM (and octet) run, so a per-tensor scale
-    covers the whole fused weight."""
-    wq, aq = SCHEMES[scheme]
-    for layer in model.model.layers:
-        for parent, groups in ((layer.self_attn, (("q_proj", "k_proj", "v_proj"), ("o_proj",))),
-                               (layer.mlp, (("gate_proj", "up_proj"), ("down_proj",)))):
-            for names in groups:
-                lins = [getattr(parent, n) for n in names]
-                fused = torch.cat([l.weight.detach().float() for l in lins])
-                q = wq(fused)
-                row = 0
-                for n, l in zip(names, lins):
-                    rows = l.weight.shape[0]
-                    fl = FQLinear(l, lambda w: w, aq)
-                    fl.w.data = q[row:row + rows].clone()
-                    row += rows
-                    setattr(parent, n, fl)
-    return model
+# The reference of tools/make_model_fixtures.py (octet's scale rules, fused
+# q/k/v and gate/up, W8A8 with epilogue scaling as spec §5); FP8_DYNAMIC is the
+# per-channel export `octet quantize` writes.
+SCHEMES = ("fp8_per_tensor", "fp8_per_block", "mxfp8", "FP8_DYNAMIC")
 
 
 @torch.no_grad()
@@ -268,7 +192,7 @@ def evaluate_and_document(out, dev, log):
     results["bf16"], ntok = window_ppl(ref, eval_ids, dev)
     for scheme in SCHEMES:
         m = LlamaForCausalLM.from_pretrained(args.out, dtype=torch.float32).to(dev).eval()
-        results[scheme], _ = window_ppl(fake_quant_model(m, scheme), eval_ids, dev)
+        results[scheme], _ = window_ppl(fake_quant(m, scheme), eval_ids, dev)
     print(json.dumps(results, indent=1), flush=True)
     log.update({"ppl": results, "eval_tokens": ntok, "torch": torch.__version__})
     json.dump(log, open(os.path.join(args.out, "training_log.json"), "w"), indent=1)
@@ -297,8 +221,10 @@ newcomer without internet access still sees octet run a real model end to end.
 Scored as `octet eval --text eval.txt` does: each non-empty line is BOS + line + EOS,
 non-overlapping windows of {SEQ} tokens, each from an empty context; fp32 compute from
 the BF16 weights. FP8 rows are PyTorch fake quantization of every Linear layer except
-lm_head, with octet's scale rules (docs/NUMERICS.md); q/k/v and gate/up are quantized
-as the fused matrices vLLM and octet run (one per-tensor scale per fused weight):
+lm_head, with octet's scale rules (docs/NUMERICS.md) and W8A8 as spec §5 defines it (FP8
+products summed, scales applied in the epilogue); q/k/v and gate/up are quantized as the
+fused matrices vLLM and octet run (one per-tensor scale per fused weight). The reference is
+`fake_quant` in tools/make_model_fixtures.py:
 
 | scheme | weights | activations | PyTorch ppl | Δ vs BF16 |
 |---|---|---|---:|---:|
