@@ -3,7 +3,6 @@
  * load error (missing / wrong-shaped / unexplained scales, unsupported
  * schemes), KV-scale remapping, E4M3FNUZ, config.json parsing, and the
  * quantize -> load round trip (same bytes and scales as the quantizers). */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,23 +33,6 @@ static const struct {
              {"self_attn.o_proj", H, H}, {"mlp.gate_proj", I, H},     {"mlp.up_proj", I, H},
              {"mlp.down_proj", H, I}};
 #define N_LIN 7
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static char *tmpdir(void)
 {
@@ -225,7 +207,7 @@ static void test_bf16(void)
     CHECK(c->hidden_size == H && c->head_dim == 64 && c->n_kv_heads == 1 &&
           c->rope_theta == 500000.0);
     oct_checkpoint_free(ck);
-    rm_tree(d);
+    testlib_rm_tree(d);
 }
 
 /* Writes a 1-layer FP8 checkpoint: every projection's codes are 0x38 (1.0),
@@ -315,7 +297,7 @@ static void test_ct_dynamic_and_errors(void)
     const oct_ckpt_linear *lm = oct_checkpoint_find_linear(ck, "lm_head");
     CHECK(lm && lm->scale_kind == OCT_WSCALE_NONE && strstr(lm->rule, "ignore"));
     oct_checkpoint_free(ck);
-    rm_tree(d);
+    testlib_rm_tree(d);
 
     oct_error err;
     /* missing scale */
@@ -327,7 +309,7 @@ static void test_ct_dynamic_and_errors(void)
     CHECK(try_open(d, &err) == OCT_ERR_NOT_FOUND);
     CHECKF(strstr(err.message, "'model.layers.0.self_attn.q_proj.weight_scale' is missing"), "%s",
            err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
     /* wrong shape */
     d = tmpdir();
     write_config(d, qc);
@@ -339,7 +321,7 @@ static void test_ct_dynamic_and_errors(void)
         strstr(err.message, "'model.layers.0.self_attn.v_proj.weight_scale' has shape [65, 1]") &&
             strstr(err.message, "need [64, 1]"),
         "%s", err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
     /* a scale with no meaning (block name in a channel checkpoint) */
     d = tmpdir();
     write_config(d, qc);
@@ -351,7 +333,7 @@ static void test_ct_dynamic_and_errors(void)
     CHECKF(strstr(err.message, "'model.layers.0.mlp.up_proj.weight_scale_inv'") &&
                strstr(err.message, "no known meaning"),
            "%s", err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
     /* kv_cache_scheme declared, k_scale missing */
     snprintf(qc, sizeof qc, CT_DYN,
              "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":false,"
@@ -366,7 +348,7 @@ static void test_ct_dynamic_and_errors(void)
     CHECKF(strstr(err.message, "kv_cache_scheme") &&
                strstr(err.message, "'model.layers.0.self_attn.k_scale'"),
            "%s", err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
     /* BF16 weight where the config quantizes */
     snprintf(qc, sizeof qc, CT_DYN, "null");
     d = tmpdir();
@@ -380,7 +362,7 @@ static void test_ct_dynamic_and_errors(void)
     REQUIRE(flush_t(d) == 0);
     CHECK(try_open(d, &err) == OCT_ERR_FORMAT);
     CHECKF(strstr(err.message, "is BF16 but quantization_config quantizes"), "%s", err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
 }
 
 static void expect_unsupported(const char *qc, const char *fragment)
@@ -395,7 +377,7 @@ static void expect_unsupported(const char *qc, const char *fragment)
     oct_status st = try_open(d, &err);
     CHECKF(st == OCT_ERR_UNSUPPORTED || st == OCT_ERR_FORMAT, "status %d", st);
     CHECKF(strstr(err.message, fragment), "'%s' lacks '%s'", err.message, fragment);
-    rm_tree(d);
+    testlib_rm_tree(d);
 }
 
 static void test_unsupported(void)
@@ -420,6 +402,17 @@ static void test_unsupported(void)
         "{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"targets\":["
         "\"re:(bad\"],\"weights\":{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}}}}",
         "does not compile");
+    /* block shapes: out of range, not a pair, missing where the strategy needs one */
+    expect_unsupported("{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\","
+                       "\"weight_block_size\":[0,128]}",
+                       "quantization_config.weight_block_size: expected [rows, cols]");
+    expect_unsupported("{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\","
+                       "\"weight_block_size\":[128]}",
+                       "quantization_config.weight_block_size: expected [rows, cols]");
+    expect_unsupported(
+        "{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"targets\":["
+        "\"Linear\"],\"weights\":{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\"}}}}",
+        "block_structure: required key is missing");
 }
 
 static const char *FP8_STATIC = "{\"quant_method\":\"fp8\",\"activation_scheme\":\"static\","
@@ -464,7 +457,7 @@ static void test_fp8_static_kv_fnuz(void)
     CHECK(oct_fp8_decode(OCT_FP8_E4M3FNUZ, codes[0]) * s == x[0]);
     CHECK(oct_checkpoint_kv(ck, 0)->k_scale == 0.06f);
     oct_checkpoint_free(ck);
-    rm_tree(d);
+    testlib_rm_tree(d);
 
     /* static without input_scale */
     d = tmpdir();
@@ -474,7 +467,7 @@ static void test_fp8_static_kv_fnuz(void)
     REQUIRE(flush_t(d) == 0);
     CHECK(try_open(d, &err) == OCT_ERR_NOT_FOUND);
     CHECKF(strstr(err.message, "input_scale' is missing"), "%s", err.message);
-    rm_tree(d);
+    testlib_rm_tree(d);
 }
 
 static void test_kv_name_variants(void)
@@ -513,7 +506,7 @@ static void test_kv_name_variants(void)
                    "variant %zu", i);
         }
         oct_checkpoint_free(ck);
-        rm_tree(d);
+        testlib_rm_tree(d);
     }
 }
 
@@ -574,7 +567,7 @@ static void test_block_mx_quark_fbgemm(void)
         if (i == 3)
             CHECK(l->act_scale_ub == 1200.0f);
         oct_checkpoint_free(ck);
-        rm_tree(d);
+        testlib_rm_tree(d);
     }
 }
 
@@ -659,8 +652,8 @@ static void roundtrip(oct_export_scheme scheme, oct_export_format format)
     snprintf(p, sizeof p, "%s/generation_config.json", out);
     CHECK(access(p, F_OK) == 0);
     oct_checkpoint_free(ck);
-    rm_tree(src);
-    rm_tree(out);
+    testlib_rm_tree(src);
+    testlib_rm_tree(out);
 }
 
 static void test_roundtrip_ct_dynamic(void)
@@ -696,7 +689,7 @@ static void test_export_refuses(void)
     o.format = OCT_EXPORT_COMPRESSED_TENSORS;
     CHECK(oct_checkpoint_export(ck, src, &o, &err) == OCT_ERR_INVALID_ARG); /* in place */
     oct_checkpoint_free(ck);
-    rm_tree(src);
+    testlib_rm_tree(src);
 }
 
 /* Fault injection: fail the k-th allocation of oct_checkpoint_open for every
@@ -755,7 +748,7 @@ static void test_fault_injection(void)
         failures++;
     }
     CHECK(failures > 10);
-    rm_tree(d);
+    testlib_rm_tree(d);
 }
 
 /* The CLI: quantize, then inspect --json of the export. */
@@ -822,8 +815,8 @@ static void test_cli(void)
     CHECK(system(cmd) != 0);
     snprintf(cmd, sizeof cmd, "%s/octet inspect --model /nonexistent 2>/dev/null", build);
     CHECK(system(cmd) != 0);
-    rm_tree(src);
-    rm_tree(out);
+    testlib_rm_tree(src);
+    testlib_rm_tree(out);
 }
 
 int main(void)

@@ -3,7 +3,6 @@
  * description, the dequantized weights (48 sampled values bit for bit, sum
  * and sum of squares) and the KV scales must match expected.json.
  * A missing fixture is a failure, with the command that makes it. */
-#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -14,23 +13,6 @@
 
 #include "octet.h"
 #include "testlib.h"
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* Builds a checkpoint folder of symlinks: tests/fixtures/ckpt_<v>/<f> and
  * $BUILD/fixtures/ckpt_<v>__<file>.safetensors.  Returns the number of
@@ -156,7 +138,7 @@ static void run_variant(const char *v)
            "tools/make_checkpoint_fixtures.py OUT` and copy OUT/fixtures/* to tests/fixtures/",
            v);
     if (n <= 0) {
-        rm_tree(dir);
+        testlib_rm_tree(dir);
         return;
     }
     char p[512];
@@ -212,7 +194,7 @@ static void run_variant(const char *v)
     }
     oct_checkpoint_free(ck);
     json_decref(exp);
-    rm_tree(dir);
+    testlib_rm_tree(dir);
 }
 
 #define VARIANT(v)                                                                                 \

@@ -355,18 +355,6 @@ static void test_online_moe_runs(void)
     }
 }
 
-static void rm_tree_flat(const char *dir)
-{
-    static const char *const files[] = {"config.json", "model.safetensors",
-                                        "generation_config.json"};
-    char p[600];
-    for (size_t i = 0; i < OCT_ARRAY_LEN_T(files); i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
-
 /* A pre-quantized MoE checkpoint with per-expert 2-D FP8 tensors (as
  * llm-compressor writes Mixtral / Qwen3-MoE): each expert shard keeps its
  * own scales and runs unfused; the router, left unquantized by the
@@ -411,7 +399,7 @@ static void test_prequantized_per_expert(void)
         free(lg);
         oct_model_free(m);
     }
-    rm_tree_flat(out);
+    testlib_rm_tree(out);
 }
 
 /* A copy of a fixture folder with config.json edited (one substring replaced). */

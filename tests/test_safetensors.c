@@ -1,7 +1,6 @@
 /* test_safetensors.c — safetensors reader (malformed fixtures, each with its
  * own error), streaming writer (round trip, sharding, atomicity), tensor
  * sets over sharded folders, and name matching. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +17,6 @@ static void make_tmp(void)
     snprintf(g_tmp, sizeof g_tmp, "/tmp/octet_test_st_XXXXXX");
     if (!mkdtemp(g_tmp))
         g_tmp[0] = 0;
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 static int count_files(const char *dir)
@@ -219,7 +201,7 @@ static void test_writer_single(void)
         CHECK(!strcmp(oct_safetensors_metadata(st, "format"), "pt"));
     }
     oct_safetensors_free(st);
-    rm_tree(g_tmp);
+    testlib_rm_tree(g_tmp);
 }
 
 static void test_writer_sharded(void)
@@ -257,7 +239,7 @@ static void test_writer_sharded(void)
     fprintf(f, "{\"weight_map\":{\"a\":\"../x.safetensors\"}}");
     fclose(f);
     CHECK(oct_tensor_set_open(g_tmp, &ts, &err) == OCT_ERR_FORMAT);
-    rm_tree(g_tmp);
+    testlib_rm_tree(g_tmp);
 }
 
 static void test_writer_atomic(void)
@@ -288,7 +270,7 @@ static void test_writer_atomic(void)
     CHECK(oct_st_writer_finish(w, &err) == OCT_ERR_INVALID_ARG); /* incomplete */
     oct_st_writer_free(w);
     CHECK_EQ_INT(count_files(g_tmp), 0);
-    rm_tree(g_tmp);
+    testlib_rm_tree(g_tmp);
 }
 
 static void test_name_match(void)

@@ -11,11 +11,13 @@
 
 #define OCT_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
 
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TESTLIB_UNUSED __attribute__((unused))
 static int testlib_passed TESTLIB_UNUSED;
@@ -125,6 +127,25 @@ static inline unsigned char *testlib_read_file(const char *path, size_t *size)
         *size = (size_t)len;
     }
     return buf;
+}
+
+/* Removes a flat directory (its files, then itself): the temporary checkpoint
+ * folders the tests write.  Best effort: a leftover only costs /tmp space. */
+static inline void testlib_rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
 }
 
 #endif

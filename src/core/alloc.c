@@ -3,9 +3,6 @@
  * memory. */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include "core/core.h"
 
@@ -120,15 +117,4 @@ bool oct_shape_numel(const int64_t *dims, int n_dims, size_t *out)
     }
     *out = n;
     return true;
-}
-
-/* Returns freed heap memory to the OS.  glibc raises its mmap threshold after
- * large frees, so big temporaries later come from the heap and stay resident
- * once freed; the streaming loader calls this between layers to keep its peak
- * at "model + one layer". */
-void oct_release_free_memory(void)
-{
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
 }

@@ -45,8 +45,6 @@ char *oct_strndup(const char *s, size_t n);
 /* 64-byte aligned allocation (for SIMD buffers); free with oct_free_aligned. */
 void *oct_malloc_aligned(size_t size);
 void oct_free_aligned(void *ptr);
-/* Gives freed heap memory back to the OS (malloc_trim on glibc; else no-op). */
-void oct_release_free_memory(void);
 
 /* Checked arithmetic: return false on overflow (and leave *out unspecified). */
 static inline bool oct_size_add(size_t a, size_t b, size_t *out)
@@ -77,5 +75,13 @@ static inline int64_t oct_ceil_div(int64_t a, int64_t b)
 #define OCT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define OCT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define OCT_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Returns from the enclosing function with expr's status unless it is OCT_OK. */
+#define OCT_TRY(expr)                                                                              \
+    do {                                                                                           \
+        oct_status st_ = (expr);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return st_;                                                                            \
+    } while (0)
 
 #endif

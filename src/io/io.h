@@ -48,6 +48,12 @@ oct_status io_json_str(const json_t *obj, const char *key, const char *where, bo
 oct_status io_json_str_array(const json_t *obj, const char *key, const char *where,
                              const char ***out, int *n, oct_error *err);
 
+/* A [rows, cols] block shape (weight_block_size, block_structure): two integers
+ * in 1..65536, else OCT_ERR_FORMAT naming "<where>.<key>".  Absent (or null):
+ * *found = false unless `required`. */
+oct_status io_json_block_shape(const json_t *obj, const char *key, const char *where, bool required,
+                               bool *found, int64_t *rows, int64_t *cols, oct_error *err);
+
 /* ---- names --------------------------------------------------------------- */
 /* Compiled ignore / target list (exact names and "re:" patterns). */
 typedef struct io_patterns io_patterns;

@@ -223,6 +223,26 @@ oct_status io_json_str(const json_t *obj, const char *key, const char *where, bo
     return OCT_OK;
 }
 
+oct_status io_json_block_shape(const json_t *obj, const char *key, const char *where, bool required,
+                               bool *found, int64_t *rows, int64_t *cols, oct_error *err)
+{
+    oct_status st;
+    *found = false;
+    const json_t *v = get(obj, key, where, required, &st, err);
+    if (!v)
+        return st;
+    const json_t *r = json_array_get(v, 0), *c = json_array_get(v, 1);
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(r) ||
+        !json_is_integer(c) || json_integer_value(r) <= 0 || json_integer_value(c) <= 0 ||
+        json_integer_value(r) > 65536 || json_integer_value(c) > 65536)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.%s: expected [rows, cols], two integers in 1..65536", where, key);
+    *found = true;
+    *rows = (int64_t)json_integer_value(r);
+    *cols = (int64_t)json_integer_value(c);
+    return OCT_OK;
+}
+
 oct_status io_json_str_array(const json_t *obj, const char *key, const char *where,
                              const char ***out, int *n, oct_error *err)
 {

@@ -10,13 +10,6 @@
 
 #include "io/io.h"
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        oct_status st_ = (expr);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
-
 static void copy_str(char *dst, size_t cap, const char *src)
 {
     snprintf(dst, cap, "%s", src ? src : "");
@@ -30,57 +23,57 @@ static oct_status parse_rope(const json_t *rs, const char *where, oct_model_conf
     if (!json_is_object(rs))
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object", where);
     const char *type = NULL;
-    TRY(io_json_str(rs, "rope_type", where, false, &type, err));
+    OCT_TRY(io_json_str(rs, "rope_type", where, false, &type, err));
     if (!type)
-        TRY(io_json_str(rs, "type", where, false, &type, err));
+        OCT_TRY(io_json_str(rs, "type", where, false, &type, err));
     if (type)
         copy_str(c->rope_type, sizeof c->rope_type, type);
-    TRY(io_json_num(rs, "factor", where, false, &c->rope_factor, err));
-    TRY(io_json_num(rs, "low_freq_factor", where, false, &c->rope_low_freq_factor, err));
-    TRY(io_json_num(rs, "high_freq_factor", where, false, &c->rope_high_freq_factor, err));
-    TRY(io_json_int(rs, "original_max_position_embeddings", where, false,
-                    &c->rope_original_max_position_embeddings, err));
+    OCT_TRY(io_json_num(rs, "factor", where, false, &c->rope_factor, err));
+    OCT_TRY(io_json_num(rs, "low_freq_factor", where, false, &c->rope_low_freq_factor, err));
+    OCT_TRY(io_json_num(rs, "high_freq_factor", where, false, &c->rope_high_freq_factor, err));
+    OCT_TRY(io_json_int(rs, "original_max_position_embeddings", where, false,
+                        &c->rope_original_max_position_embeddings, err));
     /* transformers 5 moved rope_theta into rope_parameters. */
-    TRY(io_json_num(rs, "rope_theta", where, false, &c->rope_theta, err));
+    OCT_TRY(io_json_num(rs, "rope_theta", where, false, &c->rope_theta, err));
     return OCT_OK;
 }
 
 static oct_status parse_model(const json_t *m, const char *L, oct_model_config *c, oct_error *err)
 {
     const char *s = NULL;
-    TRY(io_json_str(m, "model_type", L, false, &s, err));
+    OCT_TRY(io_json_str(m, "model_type", L, false, &s, err));
     if (s)
         copy_str(c->model_type, sizeof c->model_type, s);
-    TRY(io_json_str(m, "hidden_act", L, false, &s, err));
+    OCT_TRY(io_json_str(m, "hidden_act", L, false, &s, err));
     if (s)
         copy_str(c->hidden_act, sizeof c->hidden_act, s);
-    TRY(io_json_int(m, "hidden_size", L, true, &c->hidden_size, err));
-    TRY(io_json_int(m, "intermediate_size", L, false, &c->intermediate_size, err));
-    TRY(io_json_int(m, "num_hidden_layers", L, true, &c->n_layers, err));
-    TRY(io_json_int(m, "num_attention_heads", L, true, &c->n_heads, err));
+    OCT_TRY(io_json_int(m, "hidden_size", L, true, &c->hidden_size, err));
+    OCT_TRY(io_json_int(m, "intermediate_size", L, false, &c->intermediate_size, err));
+    OCT_TRY(io_json_int(m, "num_hidden_layers", L, true, &c->n_layers, err));
+    OCT_TRY(io_json_int(m, "num_attention_heads", L, true, &c->n_heads, err));
     c->n_kv_heads = c->n_heads;
-    TRY(io_json_int(m, "num_key_value_heads", L, false, &c->n_kv_heads, err));
-    TRY(io_json_int(m, "vocab_size", L, true, &c->vocab_size, err));
-    TRY(io_json_int(m, "max_position_embeddings", L, false, &c->max_position_embeddings, err));
-    TRY(io_json_num(m, "rms_norm_eps", L, false, &c->rms_norm_eps, err));
-    TRY(io_json_num(m, "rope_theta", L, false, &c->rope_theta, err));
-    TRY(io_json_bool(m, "tie_word_embeddings", L, false, &c->tie_word_embeddings, err));
-    TRY(io_json_bool(m, "attention_bias", L, false, &c->attention_bias, err));
-    TRY(io_json_bool(m, "mlp_bias", L, false, &c->mlp_bias, err));
+    OCT_TRY(io_json_int(m, "num_key_value_heads", L, false, &c->n_kv_heads, err));
+    OCT_TRY(io_json_int(m, "vocab_size", L, true, &c->vocab_size, err));
+    OCT_TRY(io_json_int(m, "max_position_embeddings", L, false, &c->max_position_embeddings, err));
+    OCT_TRY(io_json_num(m, "rms_norm_eps", L, false, &c->rms_norm_eps, err));
+    OCT_TRY(io_json_num(m, "rope_theta", L, false, &c->rope_theta, err));
+    OCT_TRY(io_json_bool(m, "tie_word_embeddings", L, false, &c->tie_word_embeddings, err));
+    OCT_TRY(io_json_bool(m, "attention_bias", L, false, &c->attention_bias, err));
+    OCT_TRY(io_json_bool(m, "mlp_bias", L, false, &c->mlp_bias, err));
     char where[160];
     snprintf(where, sizeof where, "%s.rope_scaling", L);
-    TRY(parse_rope(json_object_get(m, "rope_scaling"), where, c, err));
+    OCT_TRY(parse_rope(json_object_get(m, "rope_scaling"), where, c, err));
     snprintf(where, sizeof where, "%s.rope_parameters", L);
-    TRY(parse_rope(json_object_get(m, "rope_parameters"), where, c, err));
+    OCT_TRY(parse_rope(json_object_get(m, "rope_parameters"), where, c, err));
     /* MoE sizes under their common names (Mixtral, Qwen-MoE, DeepSeek). */
-    TRY(io_json_int(m, "num_local_experts", L, false, &c->n_experts, err));
-    TRY(io_json_int(m, "num_experts", L, false, &c->n_experts, err));
-    TRY(io_json_int(m, "n_routed_experts", L, false, &c->n_experts, err));
-    TRY(io_json_int(m, "num_experts_per_tok", L, false, &c->n_experts_per_tok, err));
-    TRY(io_json_int(m, "moe_intermediate_size", L, false, &c->moe_intermediate_size, err));
+    OCT_TRY(io_json_int(m, "num_local_experts", L, false, &c->n_experts, err));
+    OCT_TRY(io_json_int(m, "num_experts", L, false, &c->n_experts, err));
+    OCT_TRY(io_json_int(m, "n_routed_experts", L, false, &c->n_experts, err));
+    OCT_TRY(io_json_int(m, "num_experts_per_tok", L, false, &c->n_experts_per_tok, err));
+    OCT_TRY(io_json_int(m, "moe_intermediate_size", L, false, &c->moe_intermediate_size, err));
     c->head_dim = 0;
-    TRY(io_json_int(m, "head_dim", L, false, &c->head_dim, err));
-    TRY(io_json_int(m, "bos_token_id", L, false, &c->bos_token_id, err));
+    OCT_TRY(io_json_int(m, "head_dim", L, false, &c->head_dim, err));
+    OCT_TRY(io_json_int(m, "bos_token_id", L, false, &c->bos_token_id, err));
     const json_t *eos = json_object_get(m, "eos_token_id");
     if (json_is_integer(eos)) {
         c->eos_token_ids[0] = (int64_t)json_integer_value(eos);

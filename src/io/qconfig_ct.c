@@ -52,22 +52,15 @@ static void ct_free(void *p)
     oct_free(c);
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        oct_status st_ = (expr);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
-
 /* Common checks of a QuantizationArgs: 8-bit float, symmetric. */
 static oct_status check_fp8_args(const json_t *a, const char *where, oct_error *err)
 {
     int64_t bits = 8;
     const char *type = NULL;
     bool sym = true;
-    TRY(io_json_int(a, "num_bits", where, false, &bits, err));
-    TRY(io_json_str(a, "type", where, false, &type, err));
-    TRY(io_json_bool(a, "symmetric", where, false, &sym, err));
+    OCT_TRY(io_json_int(a, "num_bits", where, false, &bits, err));
+    OCT_TRY(io_json_str(a, "type", where, false, &type, err));
+    OCT_TRY(io_json_bool(a, "symmetric", where, false, &sym, err));
     if (type && strcmp(type, "float") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.type: '%s' is not supported (only \"float\": FP8)", where, type);
@@ -103,39 +96,29 @@ static oct_status get_dynamic(const json_t *a, const char *where, bool *dyn, oct
 static oct_status parse_weights(const json_t *w, const char *where, const char *fmt, io_qspec *s,
                                 oct_error *err)
 {
-    TRY(check_fp8_args(w, where, err));
+    OCT_TRY(check_fp8_args(w, where, err));
     bool dyn;
-    TRY(get_dynamic(w, where, &dyn, err));
+    OCT_TRY(get_dynamic(w, where, &dyn, err));
     if (dyn)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.dynamic: dynamic weight quantization is not supported", where);
     const char *strategy = NULL;
-    TRY(io_json_str(w, "strategy", where, true, &strategy, err));
+    OCT_TRY(io_json_str(w, "strategy", where, true, &strategy, err));
     s->scale_name = "weight_scale";
     if (strcmp(strategy, "tensor") == 0) {
         s->wkind = OCT_WSCALE_TENSOR;
     } else if (strcmp(strategy, "channel") == 0) {
         s->wkind = OCT_WSCALE_CHANNEL;
     } else if (strcmp(strategy, "block") == 0) {
-        const json_t *bs = json_object_get(w, "block_structure");
-        if (!json_is_array(bs) || json_array_size(bs) != 2 ||
-            !json_is_integer(json_array_get(bs, 0)) || !json_is_integer(json_array_get(bs, 1)) ||
-            json_integer_value(json_array_get(bs, 0)) <= 0 ||
-            json_integer_value(json_array_get(bs, 1)) <= 0 ||
-            json_integer_value(json_array_get(bs, 0)) > 65536 ||
-            json_integer_value(json_array_get(bs, 1)) > 65536)
-            return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                 "%s.block_structure: strategy \"block\" needs [rows, cols] "
-                                 "with positive sizes",
-                                 where);
+        bool found;
+        OCT_TRY(
+            io_json_block_shape(w, "block_structure", where, true, &found, &s->bn, &s->bk, err));
         s->wkind = OCT_WSCALE_BLOCK;
-        s->bn = (int64_t)json_integer_value(json_array_get(bs, 0));
-        s->bk = (int64_t)json_integer_value(json_array_get(bs, 1));
     } else if (strcmp(strategy, "group") == 0) {
         int64_t gs = 0;
         const char *sdt = NULL;
-        TRY(io_json_int(w, "group_size", where, true, &gs, err));
-        TRY(io_json_str(w, "scale_dtype", where, false, &sdt, err));
+        OCT_TRY(io_json_int(w, "group_size", where, true, &gs, err));
+        OCT_TRY(io_json_str(w, "scale_dtype", where, false, &sdt, err));
         bool u8 = sdt && (strcmp(sdt, "torch.uint8") == 0 || strcmp(sdt, "uint8") == 0);
         bool mx_fmt = fmt && strcmp(fmt, "mxfp8-quantized") == 0;
         if (gs != 32 || !(u8 || mx_fmt))
@@ -164,11 +147,11 @@ static oct_status parse_inputs(const json_t *a, const char *where, io_qspec *s, 
     }
     if (!json_is_object(a))
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object or null", where);
-    TRY(check_fp8_args(a, where, err));
+    OCT_TRY(check_fp8_args(a, where, err));
     bool dyn;
-    TRY(get_dynamic(a, where, &dyn, err));
+    OCT_TRY(get_dynamic(a, where, &dyn, err));
     const char *strategy = NULL;
-    TRY(io_json_str(a, "strategy", where, true, &strategy, err));
+    OCT_TRY(io_json_str(a, "strategy", where, true, &strategy, err));
     if (strcmp(strategy, "token") == 0) {
         if (!dyn)
             return oct_error_set(err, OCT_ERR_FORMAT, -1,
@@ -182,7 +165,7 @@ static oct_status parse_inputs(const json_t *a, const char *where, io_qspec *s, 
                                  "%s.dynamic: static group activation scales are not supported",
                                  where);
         int64_t gs = 0;
-        TRY(io_json_int(a, "group_size", where, true, &gs, err));
+        OCT_TRY(io_json_int(a, "group_size", where, true, &gs, err));
         if (gs <= 0 || gs > 65536)
             return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.group_size: %lld is out of range",
                                  where, (long long)gs);
@@ -254,12 +237,12 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
     const char **list = NULL;
     int n_list = 0;
     char where[320];
-    TRY(io_json_str(qc, "quantization_status", label, false, &status, err));
+    OCT_TRY(io_json_str(qc, "quantization_status", label, false, &status, err));
     if (status && strcmp(status, "compressed") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.quantization_status: '%s' is not supported (only \"compressed\")",
                              label, status);
-    TRY(io_json_str(qc, "format", label, false, &gfmt, err));
+    OCT_TRY(io_json_str(qc, "format", label, false, &gfmt, err));
     if (!fmt_ok(gfmt) && strcmp(gfmt, "mixed-precision") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.format: '%s' is not supported (float-quantized, naive-quantized, "
@@ -289,7 +272,7 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
         snprintf(where, sizeof where, "%s.config_groups.%s", label, gname);
         if (!json_is_object(g))
             return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object", where);
-        TRY(io_json_str_array(g, "targets", where, &list, &n_list, err));
+        OCT_TRY(io_json_str_array(g, "targets", where, &list, &n_list, err));
         /* Groups that only target attention modules are folded into KV-cache
          * quantization by vLLM (dropped with a warning). */
         if (n_list == 1 && strlen(list[0]) >= 9 &&
@@ -359,9 +342,9 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
         c->n_groups++;
     }
     snprintf(where, sizeof where, "%s.config_groups[*].targets", label);
-    TRY(io_patterns_create((const char *const *)c->targets, c->n_targets, where, &c->target_pat,
-                           err));
-    TRY(io_json_str_array(qc, "ignore", label, &list, &n_list, err));
+    OCT_TRY(io_patterns_create((const char *const *)c->targets, c->n_targets, where, &c->target_pat,
+                               err));
+    OCT_TRY(io_json_str_array(qc, "ignore", label, &list, &n_list, err));
     snprintf(where, sizeof where, "%s.ignore", label);
     oct_status st = io_patterns_create(list, n_list, where, &c->ignore, err);
     oct_free((void *)list);
@@ -372,16 +355,16 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
         snprintf(where, sizeof where, "%s.kv_cache_scheme", label);
         if (!json_is_object(kv))
             return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object or null", where);
-        TRY(check_fp8_args(kv, where, err));
+        OCT_TRY(check_fp8_args(kv, where, err));
         const char *strategy = NULL;
-        TRY(io_json_str(kv, "strategy", where, false, &strategy, err));
+        OCT_TRY(io_json_str(kv, "strategy", where, false, &strategy, err));
         if (strategy && strcmp(strategy, "tensor") != 0)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s.strategy: '%s' is not supported (only per-tensor k/v "
                                  "scales)",
                                  where, strategy);
         bool dyn;
-        TRY(get_dynamic(kv, where, &dyn, err));
+        OCT_TRY(get_dynamic(kv, where, &dyn, err));
         if (dyn)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s.dynamic: dynamic KV-cache scales are not supported", where);

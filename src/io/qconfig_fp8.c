@@ -35,13 +35,6 @@ static void f8_free(void *p)
     oct_free(f);
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        oct_status st_ = (expr);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
-
 static oct_status f8_resolve(const io_qconfig *q, const char *name, bool is_lm_head, io_qspec *out,
                              oct_error *err)
 {
@@ -108,9 +101,9 @@ oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig 
     q->priv = f;
     q->output_scale_kv = true;
     f->root = json_incref((json_t *)(uintptr_t)qc);
-    TRY(read_ignore(qc, label, f, false, err));
+    OCT_TRY(read_ignore(qc, label, f, false, err));
     const char *act = NULL;
-    TRY(io_json_str(qc, "activation_scheme", label, true, &act, err));
+    OCT_TRY(io_json_str(qc, "activation_scheme", label, true, &act, err));
     bool dynamic;
     if (strcmp(act, "dynamic") == 0)
         dynamic = true;
@@ -122,32 +115,24 @@ oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig 
                              "dynamic)",
                              label, act);
     const char *fmt = NULL;
-    TRY(io_json_str(qc, "fmt", label, false, &fmt, err));
+    OCT_TRY(io_json_str(qc, "fmt", label, false, &fmt, err));
     if (fmt && strcmp(fmt, "e4m3") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.fmt: '%s' is not supported (only e4m3)", label, fmt);
     io_qspec *s = &f->spec;
     s->quantized = true;
-    const json_t *bs = json_object_get(qc, "weight_block_size");
-    if (bs && !json_is_null(bs)) {
-        if (!json_is_array(bs) || json_array_size(bs) != 2 ||
-            !json_is_integer(json_array_get(bs, 0)) || !json_is_integer(json_array_get(bs, 1)) ||
-            json_integer_value(json_array_get(bs, 0)) <= 0 ||
-            json_integer_value(json_array_get(bs, 1)) <= 0 ||
-            json_integer_value(json_array_get(bs, 0)) > 65536 ||
-            json_integer_value(json_array_get(bs, 1)) > 65536)
-            return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                 "%s.weight_block_size: expected [block_n, block_k] with "
-                                 "positive sizes",
-                                 label);
+    bool blocked;
+    int64_t bn = 0, bk = 0;
+    OCT_TRY(io_json_block_shape(qc, "weight_block_size", label, false, &blocked, &bn, &bk, err));
+    if (blocked) {
         if (!dynamic)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s.activation_scheme: 'static' with weight_block_size is not "
                                  "supported (block FP8 needs dynamic activations)",
                                  label);
         s->wkind = OCT_WSCALE_BLOCK;
-        s->bn = (int64_t)json_integer_value(json_array_get(bs, 0));
-        s->bk = (int64_t)json_integer_value(json_array_get(bs, 1));
+        s->bn = bn;
+        s->bk = bk;
         s->scale_name = "weight_scale_inv";
         s->act = OCT_AKIND_DYNAMIC_GROUP;
         s->act_group = s->bn; /* vLLM groups activations by weight_block_size[0] */
@@ -178,9 +163,9 @@ oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconf
     q->priv = f;
     f->fbgemm = true;
     f->root = json_incref((json_t *)(uintptr_t)qc);
-    TRY(read_ignore(qc, label, f, true, err));
+    OCT_TRY(read_ignore(qc, label, f, true, err));
     double ub = 0.0;
-    TRY(io_json_num(qc, "activation_scale_ub", label, true, &ub, err));
+    OCT_TRY(io_json_num(qc, "activation_scale_ub", label, true, &ub, err));
     if (!(ub > 0.0) || ub > 3.4e38)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s.activation_scale_ub: %g is not a positive finite number", label,

@@ -48,13 +48,6 @@ static void qk_free(void *p)
     oct_free(k);
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        oct_status st_ = (expr);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
-
 static bool is_null(const json_t *v)
 {
     return !v || json_is_null(v);
@@ -79,8 +72,8 @@ static oct_status parse_layer_cfg(const json_t *cfg, const char *where, bool is_
     if (!is_null(outp)) {
         snprintf(sub, sizeof sub, "%s.output_tensors", where);
         const char *dt = NULL, *qs = NULL;
-        TRY(io_json_str(outp, "dtype", sub, true, &dt, err));
-        TRY(io_json_str(outp, "qscheme", sub, false, &qs, err));
+        OCT_TRY(io_json_str(outp, "dtype", sub, true, &dt, err));
+        OCT_TRY(io_json_str(outp, "qscheme", sub, false, &qs, err));
         if (!is_kv)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s: Quark models with output_tensors quantized outside "
@@ -100,9 +93,9 @@ static oct_status parse_layer_cfg(const json_t *cfg, const char *where, bool is_
     snprintf(sub, sizeof sub, "%s.weight", where);
     const char *dt = NULL, *qs = NULL;
     bool dyn = false;
-    TRY(io_json_str(w, "dtype", sub, true, &dt, err));
-    TRY(io_json_str(w, "qscheme", sub, true, &qs, err));
-    TRY(io_json_bool(w, "is_dynamic", sub, false, &dyn, err));
+    OCT_TRY(io_json_str(w, "dtype", sub, true, &dt, err));
+    OCT_TRY(io_json_str(w, "qscheme", sub, true, &qs, err));
+    OCT_TRY(io_json_bool(w, "is_dynamic", sub, false, &dyn, err));
     if (strcmp(dt, "fp8_e4m3") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.dtype: '%s' is not supported (only fp8_e4m3)", sub, dt);
@@ -128,10 +121,10 @@ static oct_status parse_layer_cfg(const json_t *cfg, const char *where, bool is_
                              "%s: null (weight-only FP8) has no Quark scheme in vLLM; not "
                              "supported",
                              sub);
-    TRY(io_json_str(in, "dtype", sub, true, &dt, err));
-    TRY(io_json_str(in, "qscheme", sub, true, &qs, err));
+    OCT_TRY(io_json_str(in, "dtype", sub, true, &dt, err));
+    OCT_TRY(io_json_str(in, "qscheme", sub, true, &qs, err));
     dyn = false;
-    TRY(io_json_bool(in, "is_dynamic", sub, false, &dyn, err));
+    OCT_TRY(io_json_bool(in, "is_dynamic", sub, false, &dyn, err));
     if (strcmp(dt, "fp8_e4m3") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.dtype: '%s' is not supported (only fp8_e4m3)", sub, dt);
@@ -214,10 +207,10 @@ oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfi
                              "of Quark quantized model",
                              label);
     snprintf(where, sizeof where, "%s.export", label);
-    TRY(io_json_str_array(exp, "kv_cache_group", where, &k->kv_group, &k->n_kv_group, err));
+    OCT_TRY(io_json_str_array(exp, "kv_cache_group", where, &k->kv_group, &k->n_kv_group, err));
     const char **list = NULL;
     int n_list = 0;
-    TRY(io_json_str_array(qc, "exclude", label, &list, &n_list, err));
+    OCT_TRY(io_json_str_array(qc, "exclude", label, &list, &n_list, err));
     snprintf(where, sizeof where, "%s.exclude", label);
     oct_status st = io_patterns_create(list, n_list, where, &k->exclude, err);
     oct_free((void *)list);
@@ -229,7 +222,7 @@ oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfi
         snprintf(where, sizeof where, "%s.global_quant_config", label);
         /* The global config applies to kv_cache_group layers too when no
          * layer config names them. */
-        TRY(parse_layer_cfg(g, where, k->n_kv_group > 0, &k->global, &kv_ok, err));
+        OCT_TRY(parse_layer_cfg(g, where, k->n_kv_group > 0, &k->global, &kv_ok, err));
         k->has_global = true;
     }
     const json_t *lq = json_object_get(qc, "layer_quant_config");
@@ -246,7 +239,7 @@ oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfi
         {
             snprintf(where, sizeof where, "%s.layer_quant_config['%s']", label, pat);
             bool kv = in_kv_group(k, pat) || (strstr(pat, "q_proj") && k->n_kv_group > 0);
-            TRY(parse_layer_cfg(cfg, where, kv, &k->layers[k->n_layers].spec, &kv_ok, err));
+            OCT_TRY(parse_layer_cfg(cfg, where, kv, &k->layers[k->n_layers].spec, &kv_ok, err));
             k->layers[k->n_layers++].pattern = pat;
         }
     }
@@ -262,7 +255,7 @@ oct_status io_qconfig_quark_parse(const json_t *qc, const char *label, io_qconfi
             if (!strcasestr(type, "Linear"))
                 continue; /* types octet never builds (e.g. attention, embedding) */
             snprintf(where, sizeof where, "%s.layer_type_quant_config['%s']", label, type);
-            TRY(parse_layer_cfg(cfg, where, false, &k->type_linear, &kv_ok, err));
+            OCT_TRY(parse_layer_cfg(cfg, where, false, &k->type_linear, &kv_ok, err));
             k->has_type_linear = true;
         }
     }

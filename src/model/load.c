@@ -15,20 +15,7 @@
 
 #define ROW_CHUNK 128
 
-uint64_t oct_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb * 1024u;
-}
-
+/* VmHWM of /proc/self/status; 0 where there is none (not Linux). */
 uint64_t oct_rss_peak_bytes(void)
 {
     FILE *f = fopen("/proc/self/status", "r");

@@ -196,8 +196,7 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err);
 
-/* Current and peak resident set size of this process (bytes). */
-uint64_t oct_rss_bytes(void);
+/* Peak resident set size of this process (bytes; 0 where unknown). */
 uint64_t oct_rss_peak_bytes(void);
 
 #endif

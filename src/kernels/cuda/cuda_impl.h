@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_api.h"
 
 #define OCT_CUDA_QMAX 448.0f
@@ -184,6 +186,39 @@ __device__ __forceinline__ void oct_pdl_launch_dependents(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+/* A launch configuration for cudaLaunchKernelEx.  With pdl the kernel is
+ * launched with programmatic stream serialization (it must call oct_pdl_wait
+ * before reading the previous kernel's output).  *attr holds the attribute and
+ * must live until the launch. */
+static inline cudaLaunchConfig_t oct_cuda_launch_config(unsigned grid, unsigned block, size_t smem,
+                                                        cudaStream_t st, bool pdl,
+                                                        cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
+
+/* Token tiles (of 8 tokens) per block in the streaming GEMV kernels for m tokens:
+ * calls launch(std::integral_constant<int, MT>{}) with MT = 1, 2, 4 or 8. */
+template <class F> static inline cudaError_t oct_cuda_by_token_tiles(int m, F launch)
+{
+    if (m <= 8)
+        return launch(std::integral_constant<int, 1>{});
+    if (m <= 16)
+        return launch(std::integral_constant<int, 2>{});
+    if (m <= 32)
+        return launch(std::integral_constant<int, 4>{});
+    return launch(std::integral_constant<int, 8>{});
 }
 
 /* ---- internal launchers shared between .cu files ---- */

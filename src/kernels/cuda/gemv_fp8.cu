@@ -160,15 +160,9 @@ template <int MT, bool BLK>
 cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
                       const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
 {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((n + kRows - 1) / kRows));
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        oct_cuda_launch_config((unsigned)((n + kRows - 1) / kRows), kWarps * 32, 0, st, pdl, &attr);
     return cudaLaunchKernelEx(&cfg, gemv_w8a8<MT, BLK>, m, n, k, a, sa, w, sw, y,
                               oct_cuda_gemv_evict_first);
 }
@@ -177,13 +171,9 @@ template <bool BLK>
 cudaError_t launch_kind(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
                         const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
 {
-    if (m <= 8)
-        return launch_mt<1, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
-    if (m <= 16)
-        return launch_mt<2, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
-    if (m <= 32)
-        return launch_mt<4, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
-    return launch_mt<8, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+    return oct_cuda_by_token_tiles(m, [&](auto mt) {
+        return launch_mt<decltype(mt)::value, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+    });
 }
 
 } // namespace

@@ -278,16 +278,9 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
     if (per < 2 && !any_grid)
         return cudaErrorNotSupported;
 
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = (size_t)smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        oct_cuda_launch_config((unsigned)grid, kThreads, (size_t)smem, st, true, &attr);
     return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT>, m, n, k, x, ub, w, sw, y,
                               oct_cuda_gemv_evict_first);
 }
