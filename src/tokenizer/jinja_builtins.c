@@ -1,0 +1,793 @@
+/* jinja_builtins.c — what templates call: the tests (`is defined`, ...),
+ * filters (`|tojson`, `|selectattr`, ...), string / dict / list methods and
+ * global functions (range, namespace, raise_exception, strftime_now, dict)
+ * of the Jinja2 subset chat templates use, with Python's semantics. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "tokenizer/jinja_eval.h"
+
+/* ---------------------------------------------------------- code points */
+
+static size_t cp_len(const jstr *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->len; i++)
+        if (((unsigned char)s->data[i] & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
+static bool py_isspace(uint32_t c)
+{
+    return tok_is_whitespace(c) || (c >= 0x1C && c <= 0x1F);
+}
+
+/* ------------------------------------------------------------ arguments */
+
+/* Keyword argument `name`, else NULL. */
+static const jv *kwarg(const args *a, const char *name)
+{
+    for (size_t k = 0; name && k < a->n_kw; k++)
+        if (strcmp(a->kw_name[k], name) == 0)
+            return &a->kw[k];
+    return NULL;
+}
+
+/* Positional argument i, else keyword `name`, else NULL. */
+static const jv *arg(const args *a, size_t i, const char *name)
+{
+    if (i < a->n_pos)
+        return &a->pos[i];
+    for (size_t k = 0; name && k < a->n_kw; k++)
+        if (strcmp(a->kw_name[k], name) == 0)
+            return &a->kw[k];
+    return NULL;
+}
+
+/* ---------------------------------------------------------- string tools */
+
+/* strip/lstrip/rstrip: chars NULL -> whitespace */
+static jv strip(ev *e, const jstr *s, const jv *chars, bool left, bool right)
+{
+    cps c, set = {0};
+    if (!jev_decode_cps(e, s, &c))
+        return jv_undef();
+    bool use_set = chars && chars->t == JV_STR;
+    if (use_set && !jev_decode_cps(e, chars->u.s, &set))
+        return jv_undef();
+    size_t a = 0, b = c.n;
+    for (; left && a < b; a++) {
+        bool hit = false;
+        if (use_set) {
+            for (size_t k = 0; k < set.n; k++)
+                hit = hit || set.v[k] == c.v[a];
+        } else {
+            hit = py_isspace(c.v[a]);
+        }
+        if (!hit)
+            break;
+    }
+    for (; right && b > a; b--) {
+        bool hit = false;
+        if (use_set) {
+            for (size_t k = 0; k < set.n; k++)
+                hit = hit || set.v[k] == c.v[b - 1];
+        } else {
+            hit = py_isspace(c.v[b - 1]);
+        }
+        if (!hit)
+            break;
+    }
+    return jev_encode_cps(e, c.v + a, b - a);
+}
+
+static jv split(ev *e, const jnode *n, const jstr *s, const jv *sep, int64_t maxsplit)
+{
+    jv out = jv_list_new(e->a);
+    if (out.t != JV_LIST)
+        return jev_nomem(e);
+    if (!sep || sep->t == JV_NONE || sep->t == JV_UNDEF) {
+        /* runs of whitespace, no empty strings */
+        cps c;
+        if (!jev_decode_cps(e, s, &c))
+            return jv_undef();
+        size_t i = 0;
+        int64_t done = 0;
+        while (i < c.n) {
+            while (i < c.n && py_isspace(c.v[i]))
+                i++;
+            if (i >= c.n)
+                break;
+            size_t j = i;
+            if (maxsplit >= 0 && done >= maxsplit) {
+                size_t end = c.n;
+                while (end > i && py_isspace(c.v[end - 1]))
+                    end--;
+                j = end;
+            } else {
+                while (j < c.n && !py_isspace(c.v[j]))
+                    j++;
+            }
+            if (!jv_list_push(e->a, out.u.l, jev_encode_cps(e, c.v + i, j - i)))
+                return jev_nomem(e);
+            done++;
+            i = j;
+        }
+        return out;
+    }
+    if (sep->t != JV_STR)
+        return jev_fail(e, n, "split(): separator must be a string");
+    const jstr *p = sep->u.s;
+    if (p->len == 0)
+        return jev_fail(e, n, "split(): empty separator");
+    size_t i = 0;
+    int64_t done = 0;
+    for (;;) {
+        const char *hit = (maxsplit < 0 || done < maxsplit)
+                              ? memmem(s->data + i, s->len - i, p->data, p->len)
+                              : NULL;
+        size_t end = hit ? (size_t)(hit - s->data) : s->len;
+        if (!jv_list_push(e->a, out.u.l, jev_str_of(e, s->data + i, end - i)))
+            return jev_nomem(e);
+        if (!hit)
+            break;
+        i = end + p->len;
+        done++;
+    }
+    return out;
+}
+
+static jv replace(ev *e, const jnode *n, const jstr *s, const jv *old, const jv *with,
+                  int64_t count)
+{
+    if (old->t != JV_STR || with->t != JV_STR)
+        return jev_fail(e, n, "replace(): arguments must be strings");
+    tok_buf b = {0};
+    size_t i = 0;
+    int64_t done = 0;
+    const jstr *o = old->u.s, *w = with->u.s;
+    bool ok = true;
+    if (o->len == 0) { /* Python inserts between every character */
+        for (size_t k = 0; k <= s->len && ok; k++) {
+            if ((count < 0 || done < count) &&
+                (k == s->len || ((unsigned char)s->data[k] & 0xC0) != 0x80)) {
+                ok = tok_buf_append(&b, w->data, w->len);
+                done++;
+            }
+            if (k < s->len)
+                ok = ok && tok_buf_putc(&b, s->data[k]);
+        }
+    } else {
+        for (;;) {
+            const char *hit = (count < 0 || done < count)
+                                  ? memmem(s->data + i, s->len - i, o->data, o->len)
+                                  : NULL;
+            size_t end = hit ? (size_t)(hit - s->data) : s->len;
+            ok = ok && tok_buf_append(&b, s->data + i, end - i);
+            if (!hit)
+                break;
+            ok = ok && tok_buf_append(&b, w->data, w->len);
+            i = end + o->len;
+            done++;
+        }
+    }
+    if (!ok) {
+        tok_buf_free(&b);
+        return jev_nomem(e);
+    }
+    return jev_buf_str(e, &b);
+}
+
+static jv change_case(ev *e, const jstr *s, int mode /* 0 lower 1 upper 2 capitalize 3 title */)
+{
+    if (mode == 0) {
+        tok_buf b = {0};
+        if (!tok_unicode_lowercase(s->data, s->len, &b)) {
+            tok_buf_free(&b);
+            return jev_nomem(e);
+        }
+        return jev_buf_str(e, &b);
+    }
+    jv r = jev_str_of(e, s->data, s->len);
+    if (r.t != JV_STR)
+        return r;
+    char *d = r.u.s->data;
+    bool word_start = true;
+    for (size_t i = 0; i < r.u.s->len; i++) {
+        char c = d[i];
+        bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        bool up = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && word_start);
+        if (alpha)
+            d[i] = up ? (char)(c & ~0x20) : (mode >= 2 ? (char)(c | 0x20) : c);
+        word_start = !alpha && !((unsigned char)c >= 0x80);
+    }
+    return r;
+}
+
+static bool starts_ends(const jstr *s, const jv *x, bool end)
+{
+    if (x->t == JV_LIST) {
+        for (size_t i = 0; i < x->u.l->n; i++)
+            if (starts_ends(s, &x->u.l->v[i], end))
+                return true;
+        return false;
+    }
+    if (x->t != JV_STR || x->u.s->len > s->len)
+        return false;
+    const char *at = end ? s->data + s->len - x->u.s->len : s->data;
+    return memcmp(at, x->u.s->data, x->u.s->len) == 0;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+bool jev_run_test(ev *e, const jnode *n, const char *name, const jv *v, const args *a, bool *res)
+{
+    const jv *x = arg(a, 0, NULL);
+    if (!strcmp(name, "defined"))
+        *res = v->t != JV_UNDEF;
+    else if (!strcmp(name, "undefined"))
+        *res = v->t == JV_UNDEF;
+    else if (!strcmp(name, "none"))
+        *res = v->t == JV_NONE;
+    else if (!strcmp(name, "boolean"))
+        *res = v->t == JV_BOOL;
+    else if (!strcmp(name, "true"))
+        *res = v->t == JV_BOOL && v->u.b;
+    else if (!strcmp(name, "false"))
+        *res = v->t == JV_BOOL && !v->u.b;
+    else if (!strcmp(name, "integer"))
+        *res = v->t == JV_INT;
+    else if (!strcmp(name, "float"))
+        *res = v->t == JV_FLOAT;
+    else if (!strcmp(name, "number"))
+        *res = jev_is_num(v);
+    else if (!strcmp(name, "string"))
+        *res = v->t == JV_STR;
+    else if (!strcmp(name, "mapping"))
+        *res = v->t == JV_DICT;
+    else if (!strcmp(name, "iterable"))
+        *res = v->t == JV_LIST || v->t == JV_DICT || v->t == JV_STR || v->t == JV_UNDEF;
+    else if (!strcmp(name, "sequence"))
+        *res = v->t == JV_LIST || v->t == JV_DICT || v->t == JV_STR;
+    else if (!strcmp(name, "callable"))
+        *res = v->t == JV_FUNC;
+    else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        bool up = name[0] == 'u', any = false;
+        *res = v->t == JV_STR;
+        for (size_t i = 0; *res && i < v->u.s->len; i++) {
+            char c = v->u.s->data[i];
+            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+                any = true;
+                if ((c >= 'a' && c <= 'z') == up)
+                    *res = false;
+            }
+        }
+        *res = *res && any;
+    } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
+        if (v->t != JV_INT)
+            return jev_fail(e, n, "test '%s' needs an integer", name), false;
+        *res = (v->u.i % 2 != 0) == (name[0] == 'o');
+    } else if (!strcmp(name, "divisibleby")) {
+        if (!x || !jev_is_num(x) || jev_ival(x) == 0 || v->t != JV_INT)
+            return jev_fail(e, n, "bad divisibleby test"), false;
+        *res = v->u.i % jev_ival(x) == 0;
+    } else if (!strcmp(name, "equalto") || !strcmp(name, "eq") || !strcmp(name, "==") ||
+               !strcmp(name, "sameas")) {
+        if (!x)
+            return jev_fail(e, n, "test '%s' needs an argument", name), false;
+        *res = jv_equal(v, x) && (strcmp(name, "sameas") || v->t == x->t);
+    } else if (!strcmp(name, "ne") || !strcmp(name, "!=")) {
+        if (!x)
+            return jev_fail(e, n, "test '%s' needs an argument", name), false;
+        *res = !jv_equal(v, x);
+    } else if (!strcmp(name, "lt") || !strcmp(name, "gt") || !strcmp(name, "le") ||
+               !strcmp(name, "ge")) {
+        bool ok;
+        if (!x)
+            return jev_fail(e, n, "test '%s' needs an argument", name), false;
+        int c = jev_compare_vals(e, n, v, x, &ok);
+        if (!ok)
+            return false;
+        *res =
+            name[0] == 'l' ? (name[1] == 't' ? c < 0 : c <= 0) : (name[1] == 't' ? c > 0 : c >= 0);
+    } else if (!strcmp(name, "in")) {
+        if (!x)
+            return jev_fail(e, n, "test 'in' needs an argument"), false;
+        return jev_contains(e, n, x, v, res);
+    } else {
+        jev_fail(e, n, "unsupported test '%s'", name);
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- filters */
+
+static jv filter_select(ev *e, const jnode *n, const char *name, const jv *v, const args *a)
+{
+    bool by_attr = strstr(name, "attr") != NULL;
+    bool reject = name[0] == 'r';
+    jlist *l = jev_as_list(e, n, v);
+    jv out = jv_list_new(e->a);
+    if (!l || out.t != JV_LIST)
+        return e->failed ? jv_undef() : jev_nomem(e);
+    const jv *attr = by_attr ? arg(a, 0, NULL) : NULL;
+    if (by_attr && (!attr || attr->t != JV_STR))
+        return jev_fail(e, n, "%s needs an attribute name", name);
+    size_t first_test = by_attr ? 1 : 0;
+    const jv *test = arg(a, first_test, NULL);
+    if (test && test->t != JV_STR)
+        return jev_fail(e, n, "%s: the test must be a name", name);
+    args targs = {0};
+    for (size_t k = first_test + 1; k < a->n_pos && targs.n_pos < 8; k++)
+        targs.pos[targs.n_pos++] = a->pos[k];
+    for (size_t i = 0; i < l->n; i++) {
+        jv item = l->v[i];
+        jv subject = by_attr ? jev_get_attr(e, n, &item, attr->u.s->data, attr->u.s->len) : item;
+        if (e->failed)
+            return jv_undef();
+        bool keep;
+        if (test) {
+            if (!jev_run_test(e, n, test->u.s->data, &subject, &targs, &keep))
+                return jv_undef();
+        } else {
+            keep = jv_truthy(&subject);
+        }
+        if (keep != reject && !jv_list_push(e->a, out.u.l, item))
+            return jev_nomem(e);
+    }
+    return out;
+}
+
+static jv filter_tojson(ev *e, const jnode *n, const jv *v, const args *a)
+{
+    const jv *ind = arg(a, 0, "indent");
+    const jv *sk = arg(a, 3, "sort_keys");
+    int indent = ind && ind->t == JV_INT ? (int)ind->u.i : -1;
+    if (indent > 64)
+        indent = 64;
+    tok_buf b = {0};
+    if (!jv_to_json(v, indent, sk && jv_truthy(sk), &b)) {
+        tok_buf_free(&b);
+        if (v->t == JV_UNDEF || v->t == JV_FUNC)
+            return jev_fail(e, n, "tojson: Object of type %s is not JSON serializable",
+                            jv_type_name(v->t));
+        return jev_nomem(e);
+    }
+    return jev_buf_str(e, &b);
+}
+
+jv jev_apply_filter(ev *e, const jnode *n, const char *name, const jv *v, const args *a)
+{
+    if (!strcmp(name, "trim")) {
+        jv s = jev_to_str(e, v);
+        return s.t == JV_STR ? strip(e, s.u.s, arg(a, 0, "chars"), true, true) : s;
+    }
+    if (!strcmp(name, "length") || !strcmp(name, "count")) {
+        if (v->t == JV_STR)
+            return jv_int((int64_t)cp_len(v->u.s));
+        if (v->t == JV_LIST)
+            return jv_int((int64_t)v->u.l->n);
+        if (v->t == JV_DICT)
+            return jv_int((int64_t)v->u.d->n);
+        if (v->t == JV_UNDEF)
+            return jv_int(0);
+        return jev_fail(e, n, "object of type '%s' has no len()", jv_type_name(v->t));
+    }
+    if (!strcmp(name, "tojson"))
+        return filter_tojson(e, n, v, a);
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
+        !strcmp(name, "title")) {
+        jv s = jev_to_str(e, v);
+        int mode = name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : name[0] == 'c' ? 2 : 3;
+        return s.t == JV_STR ? change_case(e, s.u.s, mode) : s;
+    }
+    if (!strcmp(name, "default") || !strcmp(name, "d")) {
+        const jv *dflt = arg(a, 0, "default_value");
+        const jv *boolean = arg(a, 1, "boolean");
+        bool use = v->t == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
+        if (use)
+            return dflt ? *dflt : jev_str_of(e, "", 0);
+        return *v;
+    }
+    if (!strcmp(name, "first") || !strcmp(name, "last")) {
+        jlist *l = jev_as_list(e, n, v);
+        if (!l)
+            return jv_undef();
+        if (!l->n)
+            return jv_undef();
+        return name[0] == 'f' ? l->v[0] : l->v[l->n - 1];
+    }
+    if (!strcmp(name, "join")) {
+        jlist *l = jev_as_list(e, n, v);
+        const jv *sep = arg(a, 0, "d");
+        const jv *attr = arg(a, 1, "attribute");
+        if (!l)
+            return jv_undef();
+        tok_buf b = {0};
+        bool ok = tok_buf_append(&b, "", 0);
+        for (size_t i = 0; i < l->n && ok; i++) {
+            if (i && sep && sep->t == JV_STR)
+                ok = tok_buf_append(&b, sep->u.s->data, sep->u.s->len);
+            jv item = l->v[i];
+            if (attr && attr->t == JV_STR)
+                item = jev_get_attr(e, n, &item, attr->u.s->data, attr->u.s->len);
+            ok = ok && jv_to_str(&item, &b);
+        }
+        if (!ok) {
+            tok_buf_free(&b);
+            return jev_nomem(e);
+        }
+        return jev_buf_str(e, &b);
+    }
+    if (!strcmp(name, "list")) {
+        jlist *l = jev_as_list(e, n, v);
+        if (!l)
+            return jv_undef();
+        jv out = jv_list_new(e->a);
+        for (size_t i = 0; out.t == JV_LIST && i < l->n; i++)
+            if (!jv_list_push(e->a, out.u.l, l->v[i]))
+                return jev_nomem(e);
+        return out.t == JV_LIST ? out : jev_nomem(e);
+    }
+    if (!strcmp(name, "string"))
+        return jev_to_str(e, v);
+    if (!strcmp(name, "safe") || !strcmp(name, "e") || !strcmp(name, "escape")) {
+        if (name[0] == 's')
+            return *v;
+        jv s = jev_to_str(e, v);
+        if (s.t != JV_STR)
+            return s;
+        tok_buf b = {0};
+        bool ok = tok_buf_append(&b, "", 0);
+        for (size_t i = 0; i < s.u.s->len && ok; i++) {
+            char c = s.u.s->data[i];
+            const char *r = c == '&'    ? "&amp;"
+                            : c == '<'  ? "&lt;"
+                            : c == '>'  ? "&gt;"
+                            : c == '"'  ? "&#34;"
+                            : c == '\'' ? "&#39;"
+                                        : NULL;
+            ok = r ? tok_buf_append(&b, r, strlen(r)) : tok_buf_putc(&b, c);
+        }
+        if (!ok) {
+            tok_buf_free(&b);
+            return jev_nomem(e);
+        }
+        return jev_buf_str(e, &b);
+    }
+    if (!strcmp(name, "int")) {
+        if (v->t == JV_STR) {
+            char *end;
+            long long x = strtoll(v->u.s->data, &end, 10);
+            return jv_int(end != v->u.s->data ? (int64_t)x : 0);
+        }
+        return jev_is_num(v) ? jv_int(jev_ival(v)) : jv_int(0);
+    }
+    if (!strcmp(name, "float")) {
+        if (v->t == JV_STR)
+            return jv_float(strtod(v->u.s->data, NULL));
+        return jev_is_num(v) ? jv_float(jev_num(v)) : jv_float(0.0);
+    }
+    if (!strcmp(name, "abs")) {
+        if (v->t == JV_INT)
+            return jv_int(v->u.i < 0 ? -v->u.i : v->u.i);
+        if (v->t == JV_FLOAT)
+            return jv_float(fabs(v->u.f));
+        return jev_fail(e, n, "abs of a non-number");
+    }
+    if (!strcmp(name, "round")) {
+        const jv *prec = arg(a, 0, "precision");
+        double p = prec && jev_is_num(prec) ? jev_num(prec) : 0.0;
+        double s = pow(10.0, p);
+        return jv_float(round(jev_num(v) * s) / s);
+    }
+    if (!strcmp(name, "replace")) {
+        jv s = jev_to_str(e, v);
+        const jv *o = arg(a, 0, "old"), *w = arg(a, 1, "new"), *c = arg(a, 2, "count");
+        if (!o || !w)
+            return jev_fail(e, n, "replace needs two arguments");
+        return s.t == JV_STR ? replace(e, n, s.u.s, o, w, c && jev_is_num(c) ? jev_ival(c) : -1)
+                             : s;
+    }
+    if (!strcmp(name, "items")) {
+        if (v->t == JV_UNDEF)
+            return jv_list_new(e->a);
+        if (v->t != JV_DICT)
+            return jev_fail(e, n, "items filter needs a mapping");
+        jv out = jv_list_new(e->a);
+        for (size_t i = 0; out.t == JV_LIST && i < v->u.d->n; i++) {
+            jv pair = jv_list_new(e->a);
+            jv k = {JV_STR, {.s = v->u.d->keys[i]}};
+            if (pair.t != JV_LIST || !jv_list_push(e->a, pair.u.l, k) ||
+                !jv_list_push(e->a, pair.u.l, v->u.d->vals[i]) ||
+                !jv_list_push(e->a, out.u.l, pair))
+                return jev_nomem(e);
+        }
+        return out.t == JV_LIST ? out : jev_nomem(e);
+    }
+    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr") || !strcmp(name, "select") ||
+        !strcmp(name, "reject"))
+        return filter_select(e, n, name, v, a);
+    if (!strcmp(name, "map")) {
+        jlist *l = jev_as_list(e, n, v);
+        const jv *attr = kwarg(a, "attribute");
+        const jv *fname = arg(a, 0, NULL);
+        if (!l)
+            return jv_undef();
+        jv out = jv_list_new(e->a);
+        if (out.t != JV_LIST)
+            return jev_nomem(e);
+        args fargs = {0};
+        for (size_t k = 1; k < a->n_pos && fargs.n_pos < 8; k++)
+            fargs.pos[fargs.n_pos++] = a->pos[k];
+        for (size_t i = 0; i < l->n; i++) {
+            jv r;
+            if (attr && attr->t == JV_STR) {
+                r = jev_get_attr(e, n, &l->v[i], attr->u.s->data, attr->u.s->len);
+                const jv *d = kwarg(a, "default");
+                if (r.t == JV_UNDEF && d)
+                    r = *d;
+            } else if (fname && fname->t == JV_STR) {
+                r = jev_apply_filter(e, n, fname->u.s->data, &l->v[i], &fargs);
+            } else {
+                return jev_fail(e, n, "map needs a filter name or attribute=");
+            }
+            if (e->failed || !jv_list_push(e->a, out.u.l, r))
+                return e->failed ? jv_undef() : jev_nomem(e);
+        }
+        return out;
+    }
+    if (!strcmp(name, "reverse")) {
+        if (v->t == JV_STR) {
+            jv none = jv_none(), m1 = jv_int(-1);
+            return jev_slice(e, n, v, &none, &none, &m1);
+        }
+        jlist *l = jev_as_list(e, n, v);
+        if (!l)
+            return jv_undef();
+        jv out = jv_list_new(e->a);
+        for (size_t i = l->n; out.t == JV_LIST && i-- > 0;)
+            if (!jv_list_push(e->a, out.u.l, l->v[i]))
+                return jev_nomem(e);
+        return out.t == JV_LIST ? out : jev_nomem(e);
+    }
+    if (!strcmp(name, "unique")) {
+        jlist *l = jev_as_list(e, n, v);
+        if (!l)
+            return jv_undef();
+        jv out = jv_list_new(e->a);
+        for (size_t i = 0; out.t == JV_LIST && i < l->n; i++) {
+            bool seen = false;
+            for (size_t k = 0; k < out.u.l->n && !seen; k++)
+                seen = jv_equal(&out.u.l->v[k], &l->v[i]);
+            if (!seen && !jv_list_push(e->a, out.u.l, l->v[i]))
+                return jev_nomem(e);
+        }
+        return out.t == JV_LIST ? out : jev_nomem(e);
+    }
+    if (!strcmp(name, "indent")) {
+        jv s = jev_to_str(e, v);
+        const jv *w = arg(a, 0, "width"), *first = arg(a, 1, "first"), *blank = arg(a, 2, "blank");
+        if (s.t != JV_STR)
+            return s;
+        tok_buf pad = {0}, b = {0};
+        bool ok = tok_buf_append(&pad, "", 0) && tok_buf_append(&b, "", 0);
+        if (w && w->t == JV_STR)
+            ok = ok && tok_buf_append(&pad, w->u.s->data, w->u.s->len);
+        else
+            for (int64_t k = 0; k < (w && jev_is_num(w) ? jev_ival(w) : 4) && k < 256 && ok; k++)
+                ok = tok_buf_putc(&pad, ' ');
+        const char *p = s.u.s->data, *end = p + s.u.s->len;
+        bool first_line = true;
+        while (ok && p <= end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            const char *le = nl ? nl : end;
+            bool empty = le == p;
+            if ((!first_line || (first && jv_truthy(first))) &&
+                (!empty || (blank && jv_truthy(blank))))
+                ok = tok_buf_append(&b, pad.data, pad.len);
+            ok = ok && tok_buf_append(&b, p, (size_t)(le - p));
+            if (!nl)
+                break;
+            ok = ok && tok_buf_putc(&b, '\n');
+            p = nl + 1;
+            first_line = false;
+        }
+        tok_buf_free(&pad);
+        if (!ok) {
+            tok_buf_free(&b);
+            return jev_nomem(e);
+        }
+        return jev_buf_str(e, &b);
+    }
+    return jev_fail(e, n, "unsupported filter '%s'", name);
+}
+
+/* ---------------------------------------------------------------- methods */
+
+jv jev_call_method(ev *e, const jnode *n, const jv *obj, const char *name, const args *a)
+{
+    if (obj->t == JV_STR) {
+        const jstr *s = obj->u.s;
+        const jv *x = arg(a, 0, NULL);
+        if (!strcmp(name, "strip"))
+            return strip(e, s, x, true, true);
+        if (!strcmp(name, "lstrip"))
+            return strip(e, s, x, true, false);
+        if (!strcmp(name, "rstrip"))
+            return strip(e, s, x, false, true);
+        if (!strcmp(name, "split")) {
+            const jv *m = arg(a, 1, "maxsplit");
+            return split(e, n, s, arg(a, 0, "sep"), m && jev_is_num(m) ? jev_ival(m) : -1);
+        }
+        if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
+            if (!x)
+                return jev_fail(e, n, "%s() takes an argument", name);
+            return jv_bool(starts_ends(s, x, name[0] == 'e'));
+        }
+        if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
+            !strcmp(name, "title"))
+            return change_case(e, s,
+                               name[0] == 'l'   ? 0
+                               : name[0] == 'u' ? 1
+                               : name[0] == 'c' ? 2
+                                                : 3);
+        if (!strcmp(name, "replace")) {
+            const jv *c = arg(a, 2, NULL);
+            if (!x || !arg(a, 1, NULL))
+                return jev_fail(e, n, "replace() takes two arguments");
+            return replace(e, n, s, x, arg(a, 1, NULL), c && jev_is_num(c) ? jev_ival(c) : -1);
+        }
+        if (!strcmp(name, "find") || !strcmp(name, "count")) {
+            if (!x || x->t != JV_STR)
+                return jev_fail(e, n, "%s() needs a string", name);
+            if (name[0] == 'f') {
+                const char *hit =
+                    x->u.s->len ? memmem(s->data, s->len, x->u.s->data, x->u.s->len) : s->data;
+                if (!hit)
+                    return jv_int(-1);
+                jstr pre = {(size_t)(hit - s->data), s->data};
+                return jv_int((int64_t)cp_len(&pre));
+            }
+            int64_t c = 0;
+            if (x->u.s->len == 0)
+                return jv_int((int64_t)cp_len(s) + 1);
+            for (const char *p = s->data;
+                 (p = memmem(p, s->len - (size_t)(p - s->data), x->u.s->data, x->u.s->len));
+                 p += x->u.s->len)
+                c++;
+            return jv_int(c);
+        }
+        if (!strcmp(name, "join")) {
+            jlist *l = x ? jev_as_list(e, n, x) : NULL;
+            if (!l)
+                return e->failed ? jv_undef() : jev_fail(e, n, "join() takes an iterable");
+            tok_buf b = {0};
+            bool ok = tok_buf_append(&b, "", 0);
+            for (size_t i = 0; i < l->n && ok; i++)
+                ok = (!i || tok_buf_append(&b, s->data, s->len)) && jv_to_str(&l->v[i], &b);
+            if (!ok) {
+                tok_buf_free(&b);
+                return jev_nomem(e);
+            }
+            return jev_buf_str(e, &b);
+        }
+        if (!strcmp(name, "isdigit") || !strcmp(name, "isspace") || !strcmp(name, "isalpha")) {
+            bool r = s->len > 0;
+            for (size_t i = 0; i < s->len && r; i++) {
+                char c = s->data[i];
+                r = name[2] == 'd'   ? (c >= '0' && c <= '9')
+                    : name[2] == 's' ? (c == ' ' || (c >= '\t' && c <= '\r'))
+                                     : ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
+            }
+            return jv_bool(r);
+        }
+    } else if (obj->t == JV_DICT) {
+        const jdict *d = obj->u.d;
+        if (!strcmp(name, "items")) {
+            args none = {0};
+            return jev_apply_filter(e, n, "items", obj, &none);
+        }
+        if (!strcmp(name, "keys") || !strcmp(name, "values")) {
+            jv out = jv_list_new(e->a);
+            for (size_t i = 0; out.t == JV_LIST && i < d->n; i++) {
+                jv k = {JV_STR, {.s = d->keys[i]}};
+                if (!jv_list_push(e->a, out.u.l, name[0] == 'k' ? k : d->vals[i]))
+                    return jev_nomem(e);
+            }
+            return out.t == JV_LIST ? out : jev_nomem(e);
+        }
+        if (!strcmp(name, "get")) {
+            const jv *k = arg(a, 0, NULL), *dflt = arg(a, 1, NULL);
+            if (!k)
+                return jev_fail(e, n, "get() takes a key");
+            jv *v = k->t == JV_STR ? jv_dict_get(d, k->u.s->data, k->u.s->len) : NULL;
+            return v ? *v : dflt ? *dflt : jv_none();
+        }
+    } else if (obj->t == JV_UNDEF) {
+        return jev_fail(e, n, "'%s' called on an undefined value", name);
+    }
+    return jev_fail(e, n, "unsupported method '%s' on %s", name, jv_type_name(obj->t));
+}
+
+/* --------------------------------------------------------------- globals */
+
+jv jev_call_global(ev *e, const jnode *n, const jv *fn, const args *a)
+{
+    switch (fn->t == JV_FUNC ? fn->u.fn : 0) {
+    case FN_RAISE: {
+        jv msg = a->n_pos ? jev_to_str(e, &a->pos[0]) : jev_str_of(e, "", 0);
+        if (e->failed)
+            return jv_undef();
+        if (!e->failed) {
+            oct_error_set(e->err, OCT_ERR_FORMAT, -1, "chat template line %d: raise_exception: %s",
+                          n->line, msg.u.s->data);
+            e->failed = true;
+        }
+        return jv_undef();
+    }
+    case FN_NAMESPACE:
+    case FN_DICT: {
+        jv d = jv_dict_new(e->a);
+        if (d.t != JV_DICT)
+            return jev_nomem(e);
+        d.u.d->is_namespace = fn->u.fn == FN_NAMESPACE;
+        if (a->n_pos && a->pos[0].t == JV_DICT)
+            for (size_t i = 0; i < a->pos[0].u.d->n; i++)
+                if (!jv_dict_set(e->a, d.u.d, a->pos[0].u.d->keys[i]->data,
+                                 a->pos[0].u.d->keys[i]->len, a->pos[0].u.d->vals[i]))
+                    return jev_nomem(e);
+        for (size_t i = 0; i < a->n_kw; i++)
+            if (!jv_dict_set(e->a, d.u.d, a->kw_name[i], strlen(a->kw_name[i]), a->kw[i]))
+                return jev_nomem(e);
+        return d;
+    }
+    case FN_RANGE: {
+        int64_t start = 0, stop, step = 1;
+        for (size_t i = 0; i < a->n_pos; i++)
+            if (!jev_is_num(&a->pos[i]))
+                return jev_fail(e, n, "range() needs integers");
+        if (a->n_pos == 1)
+            stop = jev_ival(&a->pos[0]);
+        else if (a->n_pos >= 2) {
+            start = jev_ival(&a->pos[0]);
+            stop = jev_ival(&a->pos[1]);
+            if (a->n_pos >= 3)
+                step = jev_ival(&a->pos[2]);
+        } else
+            return jev_fail(e, n, "range() needs arguments");
+        if (step == 0)
+            return jev_fail(e, n, "range() step must not be zero");
+        jv out = jv_list_new(e->a);
+        if (out.t != JV_LIST)
+            return jev_nomem(e);
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+            if (out.u.l->n >= 1000000)
+                return jev_fail(e, n, "range() too long");
+            if (!jv_list_push(e->a, out.u.l, jv_int(i)))
+                return jev_nomem(e);
+        }
+        return out;
+    }
+    case FN_STRFTIME: {
+        const jv *f = arg(a, 0, NULL);
+        if (!f || f->t != JV_STR)
+            return jev_fail(e, n, "strftime_now() takes a format string");
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char buf[256];
+        /* the format comes from the template, as with Python's strftime */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        size_t len = strftime(buf, sizeof buf, f->u.s->data, &tm);
+#pragma GCC diagnostic pop
+        return jev_str_of(e, buf, len);
+    }
+    default: return jev_fail(e, n, "'%s' is not a function", n->name);
+    }
+}
