@@ -108,6 +108,42 @@ static void test_eval_json_and_token_ids(void)
     json_decref(j);
 }
 
+/* A pre-quantized export has no BF16 twin inside octet: --baseline-model
+ * names one, and the comparison fields appear. */
+static void test_eval_baseline_model(void)
+{
+    char *out = NULL;
+    REQUIRE(run("quantize --model models/demo --scheme FP8_DYNAMIC --format compressed-tensors "
+                "--out build/cli_fp8_dynamic",
+                false, &out) == 0);
+    free(out);
+    json_t *j = run_json("eval --model build/cli_fp8_dynamic --baseline-model models/demo "
+                         "--text models/demo/eval.txt --max-tokens 300 --json");
+    json_t *b =
+        run_json("eval --model models/demo --text models/demo/eval.txt --max-tokens 300 --json");
+    REQUIRE(j && b);
+    CHECK(json_real_value(json_object_get(j, "ppl_bf16")) ==
+          json_real_value(json_object_get(b, "ppl")));
+    double kld = json_real_value(json_object_get(j, "kld"));
+    double top1 = json_real_value(json_object_get(j, "top1_agree"));
+    CHECK(kld > 0 && kld < 0.05);
+    CHECK(top1 > 0.8 && top1 <= 1.0);
+    json_decref(j);
+    json_decref(b);
+    /* a model with another vocabulary, and a contradictory flag */
+    CHECK(run("eval --model build/cli_fp8_dynamic --baseline-model tests/fixtures/models/model_llama "
+              "--text models/demo/eval.txt --max-tokens 50",
+              true, &out) == 1);
+    CHECK(strstr(out, "model_llama has a vocabulary of 512") != NULL);
+    free(out);
+    CHECK(run("eval --model build/cli_fp8_dynamic --baseline-model models/demo --no-compare "
+              "--text models/demo/eval.txt --max-tokens 50",
+              true, &out) == 2);
+    CHECK(strstr(out, "contradict") != NULL);
+    free(out);
+    testlib_rm_tree("build/cli_fp8_dynamic");
+}
+
 static void test_inspect_and_tokenize_json(void)
 {
     json_t *j = run_json("inspect --model models/demo --json");
@@ -161,6 +197,7 @@ int main(void)
     snprintf(g_bin, sizeof g_bin, "%s/octet", build ? build : "build");
     RUN(test_generate_json);
     RUN(test_eval_json_and_token_ids);
+    RUN(test_eval_baseline_model);
     RUN(test_inspect_and_tokenize_json);
     RUN(test_errors_name_the_problem);
     return testlib_finish();

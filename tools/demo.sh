@@ -43,24 +43,20 @@ echo "== 3. accuracy and speed per scheme (held-out text: $what; PyTorch's figur
 printf '%-28s %9s %9s %9s %8s %11s %12s %10s\n' scheme ppl "Δppl" KLD top-1 "decode t/s" "prefill t/s" "MB"
 bf16_ppl=""
 for s in bf16 fp8_per_tensor fp8_per_block mxfp8 fp8_dynamic_export; do
+    cmp=()
     case $s in
         bf16) args=(--model "$model") ;;
-        fp8_dynamic_export) args=(--model "$work/fp8_dynamic") ;;
+        # a pre-quantized checkpoint: compared with its BF16 original
+        fp8_dynamic_export) args=(--model "$work/fp8_dynamic") cmp=(--baseline-model "$model") ;;
         *) args=(--model "$model" --quantization "$s") ;;
     esac
-    ev=$("$octet" eval "${args[@]}" --text "$model/eval.txt" --max-tokens "$EVAL_TOKENS" --json 2>/dev/null)
+    ev=$("$octet" eval "${args[@]}" "${cmp[@]}" --text "$model/eval.txt" --max-tokens "$EVAL_TOKENS" --json 2>/dev/null)
     gen=$("$octet" generate "${args[@]}" --prompt "The history of the" --max-tokens 64 \
         --ignore-eos --temperature 0 --json 2>/dev/null)
     ppl=$(field ppl "$ev")
     [ "$s" = bf16 ] && bf16_ppl=$ppl
     kld=$(field kld "$ev")
     top1=$(field top1_agree "$ev")
-    if [ "$s" = fp8_dynamic_export ]; then
-        # a pre-quantized checkpoint has no BF16 twin inside octet: compare
-        # with the BF16 run above (perplexity only)
-        kld=-
-        top1=-
-    fi
     awk -v s="$s" -v p="$ppl" -v b="$bf16_ppl" -v k="$kld" -v t="$top1" \
         -v d="$(field decode_tok_s "$gen")" -v f="$(field prefill_tok_s "$ev")" \
         -v w="$(field weight_bytes "$ev")" 'BEGIN {

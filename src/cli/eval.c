@@ -3,7 +3,10 @@
  * With an online quantization active it also runs the unquantized model on
  * the same windows and reports the KL divergence of the quantized next-token
  * distribution from the unquantized one, top-1 agreement and the change in
- * perplexity (llama.cpp's perplexity --kl-divergence, in one pass). */
+ * perplexity (llama.cpp's perplexity --kl-divergence, in one pass).
+ * --baseline-model DIR compares with another checkpoint instead (a
+ * pre-quantized export against its BF16 original); it must share the
+ * tokenizer, which is taken from --model. */
 #include <ctype.h>
 #include <jansson.h>
 #include <math.h>
@@ -29,6 +32,8 @@ static void usage(FILE *f)
             "  --window N                  tokens per window (default 256)\n"
             "  --max-tokens N              stop after N tokens of input\n"
             "  --no-compare                with a quantization, skip the unquantized run\n"
+            "  --baseline-model DIR        compare with this (unquantized) model instead,\n"
+            "                              e.g. the BF16 original of a pre-quantized --model\n"
             "  --json                      {ppl, tokens, ppl_bf16, kld, top1_agree, ...}\n",
             model_args_usage());
 }
@@ -170,7 +175,7 @@ int cli_eval(int argc, char **argv)
 {
     model_args ma;
     model_args_init(&ma);
-    const char *text = NULL, *idfile = NULL;
+    const char *text = NULL, *idfile = NULL, *baseline = NULL;
     int64_t window = 256, max_tokens = 0;
     bool json = false, compare = true;
     for (int i = 1; i < argc; i++) {
@@ -188,6 +193,8 @@ int cli_eval(int argc, char **argv)
             json = true;
         } else if (strcmp(f, "--no-compare") == 0) {
             compare = false;
+        } else if (has && strcmp(f, "--baseline-model") == 0) {
+            baseline = argv[++i];
         } else if (has && strcmp(f, "--text") == 0) {
             text = argv[++i];
         } else if (has && strcmp(f, "--token-ids") == 0) {
@@ -243,8 +250,15 @@ int cli_eval(int argc, char **argv)
     const oct_plan *plan = oct_model_get_plan(q.m);
     bool quantized = oct_plan_n_quantized(plan) > 0;
     bool online = ma.opts.quantization || ma.opts.quantization_config;
-    if (quantized && online && compare) {
+    if (baseline && !compare) {
+        fprintf(stderr, "octet eval: --baseline-model and --no-compare contradict each other\n");
+        rc = 2;
+        goto out;
+    }
+    if ((quantized && online && compare) || baseline) {
         model_args mb = ma;
+        if (baseline)
+            mb.model = baseline;
         mb.opts.quantization = NULL;
         mb.opts.quantization_config = NULL;
         mb.progress = false;
@@ -253,6 +267,11 @@ int cli_eval(int argc, char **argv)
         rc = 1;
     }
     int64_t V = oct_model_vocab_size(q.m);
+    if (b.m && oct_model_vocab_size(b.m) != V) {
+        fprintf(stderr, "octet eval: --baseline-model %s has a vocabulary of %lld, --model %lld\n",
+                baseline ? baseline : ma.model, (long long)oct_model_vocab_size(b.m), (long long)V);
+        goto out;
+    }
     for (int64_t i = 0; i < ids.n; i++)
         if (ids.ids[i] >= V) {
             fprintf(stderr, "octet eval: token id %d is outside the vocabulary (%lld)\n",
