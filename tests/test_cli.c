@@ -131,9 +131,10 @@ static void test_eval_baseline_model(void)
     json_decref(j);
     json_decref(b);
     /* a model with another vocabulary, and a contradictory flag */
-    CHECK(run("eval --model build/cli_fp8_dynamic --baseline-model tests/fixtures/models/model_llama "
-              "--text models/demo/eval.txt --max-tokens 50",
-              true, &out) == 1);
+    CHECK(
+        run("eval --model build/cli_fp8_dynamic --baseline-model tests/fixtures/models/model_llama "
+            "--text models/demo/eval.txt --max-tokens 50",
+            true, &out) == 1);
     CHECK(strstr(out, "model_llama has a vocabulary of 512") != NULL);
     free(out);
     CHECK(run("eval --model build/cli_fp8_dynamic --baseline-model models/demo --no-compare "
