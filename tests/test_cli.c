@@ -174,6 +174,10 @@ static void test_errors_name_the_problem(void)
     } cases[] = {
         {"generate --model /nonexistent --prompt x", 1, "/nonexistent"},
         {"generate --model models/demo --prompt x --quantization int4", 1, "int4"},
+        /* no GPU here (or no CUDA in the build): the CUDA kernel says why */
+        {"generate --model models/demo --prompt x --quantization fp8 --linear-backend cuda", 1,
+         "cuda_fp8: "},
+        {"generate --model models/demo --prompt x --linear-backend tpu", 1, "tpu"},
         {"generate --model models/demo --prompt x --quantization-config '{\"linear\": 5}'", 1,
          "quantization_config.linear"},
         {"generate --model models/demo --prompt x --kv-cache-dtype fp4", 1, "--kv-cache-dtype"},

@@ -575,6 +575,95 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
     cudaFree(dqs);
 }
 
+/* The registry's CUDA entry (kernels/cuda/registry_kernel.c): chosen for FP8
+ * layers under "auto" and "cuda", refused for bf16 weights with a reason, and
+ * its forward (f32 in/out through bf16 on the device) matches the CPU
+ * reference kernel on the same prepared layer within bf16 rounding. */
+static void check_registry_one(const char *what, const oct_linear_desc *d, const void *w,
+                               const void *ws, const float *bias, int64_t m, int quantized_in)
+{
+    const oct_linear_kernel *kc = NULL, *kr = NULL, *ka = NULL;
+    oct_error err;
+    int ok = oct_linear_select(d, "cuda", &kc, &err) == OCT_OK &&
+             oct_linear_select(d, "ref", &kr, &err) == OCT_OK &&
+             oct_linear_select(d, "auto", &ka, &err) == OCT_OK && ka == kc &&
+             !strcmp(oct_linear_kernel_name(kc), "cuda_fp8");
+    oct_linear *lc = NULL, *lr = NULL;
+    ok = ok && oct_linear_create(d, kc, w, ws, bias, &lc, &err) == OCT_OK &&
+         oct_linear_create(d, kr, w, ws, bias, &lr, &err) == OCT_OK;
+    int64_t n = d->n, k = d->k;
+    float *x = malloc((size_t)(m * k) * 4), *yc = malloc((size_t)(m * n) * 4),
+          *yr = malloc((size_t)(m * n) * 4);
+    uint8_t *q = malloc((size_t)(m * k));
+    float *sq = malloc((size_t)m * 4);
+    uint16_t *yb = malloc((size_t)(m * n) * 2);
+    for (int64_t i = 0; i < m * k; i++)
+        x[i] = bf2f(f2bf(nrand() * (i % 131 == 0 ? 20.0f : 1.0f)));
+    for (int64_t i = 0; i < m * n; i++)
+        yc[i] = NAN;
+    double e = NAN;
+    if (ok && quantized_in) { /* a per-tensor activation scale, as fused MoE experts pass */
+        ok = oct_quant_tensor(OCT_FP8_E4M3FN, x, (size_t)(m * k), q, sq) == OCT_OK &&
+             oct_linear_forward_q(lc, m, q, OCT_SCALE_TENSOR, sq, yc, &err) == OCT_OK &&
+             oct_linear_forward_q(lr, m, q, OCT_SCALE_TENSOR, sq, yr, &err) == OCT_OK;
+    } else if (ok) {
+        ok = oct_linear_forward(lc, m, x, yc, &err) == OCT_OK &&
+             oct_linear_forward(lr, m, x, yr, &err) == OCT_OK;
+    }
+    if (ok) {
+        for (int64_t i = 0; i < m * n; i++)
+            yb[i] = f2bf(yc[i]);
+        e = rel_err(yb, yr, m * n);
+    } else {
+        fprintf(stderr, "%s: %s\n", what, err.message);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "registry cuda_fp8 %s m=%lld", what, (long long)m);
+    report(name, ok && e < 1e-2, "rel err %.2e", e);
+    oct_linear_free(lc);
+    oct_linear_free(lr);
+    free(x), free(yc), free(yr), free(q), free(sq), free(yb);
+}
+
+static void check_registry(void)
+{
+    wset w;
+    make_w(&w, 392, 1024);
+    float *bias = malloc((size_t)w.n * 4);
+    for (int64_t j = 0; j < w.n; j++)
+        bias[j] = nrand();
+    oct_linear_desc d = {.name = "row",
+                         .n = w.n,
+                         .k = w.k,
+                         .weight_type = OCT_WEIGHT_FP8,
+                         .weight_scale = OCT_SCALE_ROW,
+                         .act = OCT_ACT_DYNAMIC_TOKEN};
+    const int64_t ms[] = {1, 7, 40, 300};
+    for (int i = 0; i < 4; i++)
+        check_registry_one("per-token x per-channel", &d, w.q_row, w.s_row, NULL, ms[i], 0);
+    d.has_bias = true;
+    check_registry_one("per-token x per-channel, bias", &d, w.q_row, w.s_row, bias, 5, 0);
+    check_registry_one("pre-quantized per-tensor x per-channel", &d, w.q_row, w.s_row, bias, 9, 1);
+    d.has_bias = false;
+    d.act = OCT_ACT_NONE;
+    check_registry_one("w8a16 per-channel", &d, w.q_row, w.s_row, NULL, 3, 0);
+    d.act = OCT_ACT_GROUP128;
+    d.weight_scale = OCT_SCALE_BLOCK128;
+    for (int i = 0; i < 4; i++)
+        check_registry_one("1x128 x 128x128 blocks", &d, w.q_blk, w.s_blk, NULL, ms[i], 0);
+    /* bf16 weights: refused with a reason under "cuda", a CPU kernel under "auto" */
+    oct_linear_desc b = {.name = "lm_head", .n = 64, .k = 256, .weight_type = OCT_WEIGHT_BF16};
+    const oct_linear_kernel *k = NULL;
+    oct_error err;
+    int refused = oct_linear_select(&b, "cuda", &k, &err) == OCT_ERR_UNSUPPORTED &&
+                  strstr(err.message, "lm_head") && strstr(err.message, "FP8 weights only");
+    int cpu = oct_linear_select(&b, "auto", &k, &err) == OCT_OK &&
+              strcmp(oct_linear_kernel_backend(k), "cuda") != 0;
+    report("registry: bf16 layer refused by cuda, CPU under auto", refused && cpu, "%.0f", 0.0);
+    free(bias);
+    free_w(&w);
+}
+
 int main(int argc, char **argv)
 {
     int check_only = 0, quick = 0;
@@ -619,6 +708,7 @@ int main(int argc, char **argv)
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
+    check_registry();
     printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n",
            g_pass, g_fail, g_nan_sign);
     if (!check_only) {

@@ -54,6 +54,7 @@ struct oct_linear {
     int64_t kp;       /* k rounded up to even (pairs of K) */
     void *panel;      /* avx512: [n_panels][kp/2][64] fp8 codes or bf16 words */
     float *panel_kb;  /* avx512: [n_panels][n_kb][32] weight scale per column and K block */
+    void *dev;        /* a device kernel's state (kernels/cuda/registry_kernel.c), else NULL */
 };
 
 typedef struct oct_linear_kernel_ops {
@@ -62,6 +63,8 @@ typedef struct oct_linear_kernel_ops {
     /* y[m, n] f32.  Activations validated by the caller. */
     oct_status (*run)(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
                       oct_error *err);
+    /* Frees what prepare() put in l->dev (NULL: nothing to free). */
+    void (*release)(oct_linear *l);
 } oct_linear_kernel_ops;
 
 struct oct_linear_kernel {
@@ -80,6 +83,12 @@ struct oct_linear_kernel {
 extern const oct_linear_kernel oct_kernel_cpu_ref;
 extern const oct_linear_kernel oct_kernel_cpu_avx2;
 extern const oct_linear_kernel oct_kernel_cpu_avx512;
+extern const oct_linear_kernel oct_kernel_cuda_fp8; /* kernels/cuda/registry_kernel.c */
+
+/* oct_linear_select with backend "auto" among the CPU kernels only (the
+ * one-shot oct_scaled_mm_f32 is the CPU reference, also on a GPU machine). */
+oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
+                                  oct_error *err);
 
 /* NULL if d makes sense at all (independent of any kernel), else a reason;
  * *st receives INVALID_ARG or UNSUPPORTED. */

@@ -163,5 +163,5 @@ out:
 }
 
 const oct_linear_kernel oct_kernel_cpu_avx2 = {
-    "cpu_avx2_fma", "avx2", OCT_CPU_AVX2, avx2_cannot, {avx2_prepare, avx2_run}, true,
+    "cpu_avx2_fma", "avx2", OCT_CPU_AVX2, avx2_cannot, {avx2_prepare, avx2_run, NULL}, true,
 };

@@ -676,5 +676,10 @@ out:
 }
 
 const oct_linear_kernel oct_kernel_cpu_avx512 = {
-    "cpu_avx512_bf16", "avx512", OCT_CPU_AVX512, avx512_cannot, {avx512_prepare, avx512_run}, false,
+    "cpu_avx512_bf16",
+    "avx512",
+    OCT_CPU_AVX512,
+    avx512_cannot,
+    {avx512_prepare, avx512_run, NULL},
+    false,
 };

@@ -269,5 +269,5 @@ out:
 }
 
 const oct_linear_kernel oct_kernel_cpu_ref = {
-    "cpu_ref", "ref", OCT_CPU_REF, ref_cannot, {ref_prepare, ref_run}, true,
+    "cpu_ref", "ref", OCT_CPU_REF, ref_cannot, {ref_prepare, ref_run, NULL}, true,
 };

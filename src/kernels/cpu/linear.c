@@ -17,6 +17,8 @@ void oct_linear_free(oct_linear *l)
 {
     if (!l)
         return;
+    if (l->dev && l->kernel && l->kernel->ops.release)
+        l->kernel->ops.release(l);
     oct_free(l->name);
     oct_free(l->w8);
     oct_free(l->w16);
@@ -259,7 +261,11 @@ oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A, 
         .has_bias = bias != NULL,
     };
     oct_linear *l = NULL;
-    oct_status st = oct_linear_create(&d, NULL, B, sb, bias, &l, NULL);
+    const oct_linear_kernel *kern;
+    oct_status st = oct_linear_select_host(&d, &kern, NULL);
+    if (st != OCT_OK)
+        return st;
+    st = oct_linear_create(&d, kern, B, sb, bias, &l, NULL);
     if (st != OCT_OK)
         return st;
     st = oct_linear_forward_q(l, M, A, ka, sa, Y, NULL);

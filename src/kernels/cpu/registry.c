@@ -14,13 +14,16 @@
 #include "core/core.h"
 #include "kernels/cpu/gemm.h"
 
+/* CUDA first: on a machine with a GPU (make CUDA=1) every FP8 layer it can
+ * run goes there, the rest to the best CPU kernel; the summary log says which. */
 static const oct_linear_kernel *const g_kernels[] = {
+    &oct_kernel_cuda_fp8,
     &oct_kernel_cpu_avx512,
     &oct_kernel_cpu_avx2,
     &oct_kernel_cpu_ref,
 };
 
-static const char *const g_backends[] = {"avx512", "avx2", "ref"};
+static const char *const g_backends[] = {"cuda", "avx512", "avx2", "ref"};
 
 const char *oct_linear_kernel_name(const oct_linear_kernel *k)
 {
@@ -139,15 +142,15 @@ static bool resolve_backend(const char *backend, const char **out)
     return false;
 }
 
-static oct_status select_kernel(const oct_linear_desc *d, const char *backend,
+static oct_status select_kernel(const oct_linear_desc *d, const char *backend, bool host_only,
                                 const oct_linear_kernel **out, oct_error *err)
 {
     *out = NULL;
     const char *want;
     if (!resolve_backend(backend, &want))
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                             "layer %s: unknown linear backend '%s' (expected auto, avx512, "
-                             "avx2 or ref)",
+                             "layer %s: unknown linear backend '%s' (expected auto, cuda, "
+                             "avx512, avx2 or ref)",
                              layer_name(d), want);
     oct_status st;
     const char *why = oct_linear_desc_problem(d, &st);
@@ -159,7 +162,7 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend,
     oct_cpu_level have = oct_cpu_level_get();
     for (size_t i = 0; i < OCT_ARRAY_LEN(g_kernels); i++) {
         const oct_linear_kernel *k = g_kernels[i];
-        if (want && strcmp(k->backend, want) != 0)
+        if ((want && strcmp(k->backend, want) != 0) || (host_only && k == &oct_kernel_cuda_fp8))
             continue;
         const char *r = NULL;
         char lvl[96];
@@ -196,10 +199,16 @@ oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
 {
     if (!out)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_linear_select: out is NULL");
-    oct_status st = select_kernel(d, backend, out, err);
+    oct_status st = select_kernel(d, backend, false, out, err);
     if (st == OCT_OK)
         OCT_DEBUG("Selected %s for %s", (*out)->name, layer_name(d));
     return st;
+}
+
+oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
+                                  oct_error *err)
+{
+    return select_kernel(d, "auto", true, out, err);
 }
 
 /* ------------------------------------------------------------ selector */
@@ -225,9 +234,9 @@ oct_status oct_linear_selector_create(const char *backend, oct_linear_selector *
     *out = NULL;
     const char *want;
     if (!resolve_backend(backend, &want))
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                             "unknown linear backend '%s' (expected auto, avx512, avx2 or ref)",
-                             want);
+        return oct_error_set(
+            err, OCT_ERR_INVALID_ARG, -1,
+            "unknown linear backend '%s' (expected auto, cuda, avx512, avx2 or ref)", want);
     oct_linear_selector *s = oct_calloc(1, sizeof *s);
     if (!s)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "selector: out of memory");

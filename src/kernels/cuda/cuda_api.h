@@ -6,6 +6,7 @@
 #define OCTET_CUDA_API_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "octet.h"
@@ -19,6 +20,14 @@ oct_status oct_cuda_device_count(int *count);
 
 /* True when built with CUDA and at least one device is present. */
 bool oct_cuda_available(void);
+
+/* Device memory for host-side C callers (the registry's CUDA kernel,
+ * kernels/cuda/registry_kernel.c).  The copies are synchronous and ordered on
+ * the legacy default stream, after the kernels enqueued there. */
+oct_status oct_cuda_malloc(void **out, size_t bytes);
+void oct_cuda_free(void *p);
+oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
+oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
 
 /* ---- FP8 kernels (docs/KERNELS_CUDA.md) ----
  * Every pointer below is device memory; `stream` is a cudaStream_t (NULL: the

@@ -1,4 +1,5 @@
-// device.cu — CUDA device discovery (compiled with make CUDA=1).
+// device.cu — CUDA device discovery and the memory helpers host C code uses
+// (compiled with make CUDA=1).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_api.h"
@@ -14,6 +15,39 @@ extern "C" oct_status oct_cuda_device_count(int *count)
 
 extern "C" bool oct_cuda_available(void)
 {
-    int n = 0;
-    return oct_cuda_device_count(&n) == OCT_OK && n > 0;
+    // asked once per process: the registry asks for every layer
+    static int avail = -1;
+    if (avail < 0) {
+        int n = 0;
+        avail = oct_cuda_device_count(&n) == OCT_OK && n > 0;
+    }
+    return avail == 1;
+}
+
+extern "C" oct_status oct_cuda_malloc(void **out, size_t bytes)
+{
+    if (!out)
+        return OCT_ERR_INVALID_ARG;
+    *out = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    return cudaMalloc(out, bytes) == cudaSuccess ? OCT_OK : OCT_ERR_NOMEM;
+}
+
+extern "C" void oct_cuda_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
+extern "C" oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes)
+{
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? OCT_OK
+                                                                               : OCT_ERR_INTERNAL;
+}
+
+extern "C" oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
+{
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? OCT_OK
+                                                                               : OCT_ERR_INTERNAL;
 }

@@ -14,6 +14,31 @@ bool oct_cuda_available(void)
     return false;
 }
 
+oct_status oct_cuda_malloc(void **out, size_t bytes)
+{
+    (void)bytes;
+    if (out)
+        *out = NULL;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+void oct_cuda_free(void *p)
+{
+    (void)p;
+}
+
+oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
+{
+    (void)dst, (void)src, (void)bytes;
+    return OCT_ERR_UNSUPPORTED;
+}
+
 oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t k, float ub, void *q,
                                     float *scale, void *stream)
 {

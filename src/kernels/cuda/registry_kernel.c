@@ -1,0 +1,254 @@
+/* registry_kernel.c — the CUDA kernels as an entry of the linear-kernel
+ * registry (kernels/cpu/registry.c), backend "cuda", first in priority order.
+ *
+ * A layer it takes keeps its FP8 weights and scales in device memory (uploaded
+ * once by prepare; the host copy is only borrowed).  A forward call converts
+ * the f32 activations to bf16, copies them over, runs
+ * oct_cuda_linear_fp8_dyn (per-token or 1x128 dynamic quantization, then the
+ * streaming GEMV or cuBLASLt by M: linear.cu), oct_cuda_gemv_w8a16 (weight-only)
+ * or oct_cuda_gemm_fp8 (pre-quantized activations), and copies the bf16 result
+ * back, adding the bias in f32.  The numerics are the GPU's: activations are
+ * rounded to bf16 before quantization and the output to bf16, as vLLM does on a
+ * GPU, so results differ from the f32 CPU kernels by bf16 rounding.
+ *
+ * Each host thread gets its own context and scratch (oct_cuda_ctx is not
+ * thread-safe; forward calls may come from several threads).  Compiled in
+ * every build: without CUDA, kernels/cuda/stub.c answers every call and
+ * cannot() says the build lacks CUDA. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/cuda_api.h"
+
+typedef struct cuda_layer {
+    uint8_t *w;          /* [n,k] E4M3FN codes */
+    float *sw;           /* ROW: [n]; BLOCK128: [ceil(n/128), k/128] */
+    oct_scale_kind kind; /* ROW (per-tensor weights expanded) or BLOCK128 */
+} cuda_layer;
+
+typedef struct cuda_scratch {
+    oct_cuda_ctx *ctx;
+    void *dx, *dy, *dsa; /* device: activations (bf16 or codes), bf16 output, act scales */
+    size_t dx_bytes, dy_bytes, dsa_bytes;
+    void *hx, *hy; /* host staging */
+    size_t hx_bytes, hy_bytes;
+} cuda_scratch;
+
+static pthread_key_t g_key;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_key_ok;
+
+static void scratch_free(void *p)
+{
+    cuda_scratch *s = p;
+    if (!s)
+        return;
+    oct_cuda_free(s->dx);
+    oct_cuda_free(s->dy);
+    oct_cuda_free(s->dsa);
+    oct_cuda_ctx_free(s->ctx);
+    oct_free(s->hx);
+    oct_free(s->hy);
+    oct_free(s);
+}
+
+static void make_key(void)
+{
+    g_key_ok = pthread_key_create(&g_key, scratch_free) == 0;
+}
+
+static cuda_scratch *scratch_get(void)
+{
+    pthread_once(&g_once, make_key);
+    if (!g_key_ok)
+        return NULL;
+    cuda_scratch *s = pthread_getspecific(g_key);
+    if (s)
+        return s;
+    s = oct_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (oct_cuda_ctx_create(&s->ctx) != OCT_OK || pthread_setspecific(g_key, s) != 0) {
+        scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static oct_status dev_grow(void **p, size_t *have, size_t need)
+{
+    if (need <= *have)
+        return OCT_OK;
+    oct_cuda_free(*p);
+    *have = 0;
+    oct_status st = oct_cuda_malloc(p, need);
+    if (st == OCT_OK)
+        *have = need;
+    return st;
+}
+
+static oct_status host_grow(void **p, size_t *have, size_t need)
+{
+    if (need <= *have)
+        return OCT_OK;
+    oct_free(*p);
+    *have = 0;
+    if (!(*p = oct_malloc(need)))
+        return OCT_ERR_NOMEM;
+    *have = need;
+    return OCT_OK;
+}
+
+static const char *cuda_cannot(const oct_linear_desc *d)
+{
+    if (!oct_cuda_available()) {
+#ifdef OCTET_CUDA
+        return "no CUDA device found";
+#else
+        return "octet was built without CUDA (make CUDA=1)";
+#endif
+    }
+    if (d->weight_type != OCT_WEIGHT_FP8)
+        return "runs FP8 weights only";
+    if (d->k % 128 != 0)
+        return "needs k divisible by 128";
+    switch (d->weight_scale) {
+    case OCT_SCALE_TENSOR:
+    case OCT_SCALE_ROW:
+        if (d->act == OCT_ACT_DYNAMIC_TOKEN || d->act == OCT_ACT_NONE)
+            return NULL;
+        break;
+    case OCT_SCALE_BLOCK128:
+        if (d->act == OCT_ACT_GROUP128)
+            return NULL;
+        break;
+    case OCT_SCALE_MX32: return "MX 1x32 scales are not implemented on CUDA";
+    }
+    return "implements per-token activations with tensor/channel weight scales, 1x128 groups "
+           "with 128x128 blocks, and weight-only (W8A16) with tensor/channel scales";
+}
+
+static void cuda_release(oct_linear *l)
+{
+    cuda_layer *c = l->dev;
+    oct_cuda_free(c->w);
+    oct_cuda_free(c->sw);
+    oct_free(c);
+    l->dev = NULL;
+}
+
+static oct_status cuda_prepare(oct_linear *l, oct_error *err)
+{
+    cuda_layer *c = oct_calloc(1, sizeof *c);
+    if (!c)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory", l->name);
+    l->dev = c;
+    c->kind = l->desc.weight_scale == OCT_SCALE_BLOCK128 ? OCT_SCALE_BLOCK128 : OCT_SCALE_ROW;
+    size_t nk = (size_t)l->n * (size_t)l->k;
+    size_t ns =
+        c->kind == OCT_SCALE_ROW ? (size_t)l->n : (size_t)(oct_ceil_div(l->n, 128) * l->n_kb);
+    const float *hs = c->kind == OCT_SCALE_ROW ? l->col_scale : l->kb_scale;
+    oct_status st = oct_cuda_malloc((void **)&c->w, nk);
+    if (st == OCT_OK)
+        st = oct_cuda_malloc((void **)&c->sw, ns * sizeof(float));
+    if (st == OCT_OK)
+        st = oct_cuda_memcpy_h2d(c->w, l->w8, nk);
+    if (st == OCT_OK)
+        st = oct_cuda_memcpy_h2d(c->sw, hs, ns * sizeof(float));
+    if (st != OCT_OK) {
+        cuda_release(l);
+        return oct_error_set(err, st, -1, "%s: cannot place %zu bytes of FP8 weights on the GPU",
+                             l->name, nk);
+    }
+    return OCT_OK;
+}
+
+/* Pre-quantized activations: codes and scales to the device; the per-tensor
+ * scale expanded to one per row so it pairs with per-channel weights. */
+static oct_status put_quantized(cuda_scratch *s, const oct_linear *l, int64_t m,
+                                const oct_act_in *in, oct_scale_kind *ka)
+{
+    const cuda_layer *c = l->dev;
+    bool rows = in->ka == OCT_SCALE_TENSOR || in->ka == OCT_SCALE_ROW;
+    if (!((rows && c->kind == OCT_SCALE_ROW) ||
+          (in->ka == OCT_SCALE_BLOCK128 && c->kind == OCT_SCALE_BLOCK128)))
+        return OCT_ERR_UNSUPPORTED;
+    int64_t ns = rows ? m : m * oct_ceil_div(l->k, 128);
+    size_t mk = (size_t)m * (size_t)l->k;
+    oct_status st = dev_grow(&s->dx, &s->dx_bytes, mk);
+    if (st == OCT_OK)
+        st = dev_grow(&s->dsa, &s->dsa_bytes, (size_t)ns * sizeof(float));
+    if (st == OCT_OK)
+        st = host_grow(&s->hx, &s->hx_bytes, (size_t)ns * sizeof(float));
+    if (st != OCT_OK)
+        return st;
+    float *sa = s->hx;
+    for (int64_t i = 0; i < ns; i++)
+        sa[i] = ((const float *)in->sa)[in->ka == OCT_SCALE_TENSOR ? 0 : i];
+    if ((st = oct_cuda_memcpy_h2d(s->dx, in->q, mk)) != OCT_OK)
+        return st;
+    *ka = rows ? OCT_SCALE_ROW : OCT_SCALE_BLOCK128;
+    return oct_cuda_memcpy_h2d(s->dsa, sa, (size_t)ns * sizeof(float));
+}
+
+static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
+                           oct_error *err)
+{
+    const cuda_layer *c = l->dev;
+    cuda_scratch *s = scratch_get();
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: no CUDA context for this thread",
+                             l->name);
+    int64_t n = l->n, k = l->k;
+    size_t mk = (size_t)m * (size_t)k, mn = (size_t)m * (size_t)n;
+    const char *what = "device buffers";
+    oct_status st = dev_grow(&s->dy, &s->dy_bytes, mn * 2);
+    if (st == OCT_OK)
+        st = host_grow(&s->hy, &s->hy_bytes, mn * 2);
+    if (st != OCT_OK)
+        goto fail;
+    if (in->x) {
+        if ((st = dev_grow(&s->dx, &s->dx_bytes, mk * 2)) != OCT_OK ||
+            (st = host_grow(&s->hx, &s->hx_bytes, mk * 2)) != OCT_OK)
+            goto fail;
+        uint16_t *hx = s->hx;
+        for (size_t i = 0; i < mk; i++)
+            hx[i] = oct_gemm_f32_to_bf16(in->x[i]);
+        what = "copy to the GPU";
+        if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) != OCT_OK)
+            goto fail;
+        what = l->desc.act == OCT_ACT_NONE ? "gemv_w8a16" : "linear_fp8_dyn";
+        st = l->desc.act == OCT_ACT_NONE
+                 ? oct_cuda_gemv_w8a16(m, n, k, s->dx, c->w, c->sw, s->dy, NULL)
+                 : oct_cuda_linear_fp8_dyn(s->ctx, m, n, k, s->dx, c->w, c->kind, c->sw,
+                                           l->desc.act_scale_ub, s->dy, OCT_CUDA_PATH_AUTO, NULL);
+    } else {
+        oct_scale_kind ka;
+        what = "pre-quantized activations (tensor/row with row, or block with block)";
+        if ((st = put_quantized(s, l, m, in, &ka)) != OCT_OK)
+            goto fail;
+        what = "gemm_fp8";
+        st = oct_cuda_gemm_fp8(s->ctx, m, n, k, s->dx, ka, s->dsa, c->w, c->kind, c->sw, s->dy,
+                               OCT_CUDA_PATH_AUTO, NULL);
+    }
+    if (st != OCT_OK)
+        goto fail;
+    what = "copy from the GPU";
+    if ((st = oct_cuda_memcpy_d2h(s->hy, s->dy, mn * 2)) != OCT_OK)
+        goto fail;
+    const uint16_t *hy = s->hy;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            y[i * n + j] = oct_bf16_to_f32(hy[i * n + j]) + (l->bias ? l->bias[j] : 0.0f);
+    return OCT_OK;
+fail:
+    return oct_error_set(err, st, -1, "%s: CUDA %s failed (m=%lld): %s", l->name, what,
+                         (long long)m, oct_status_str(st));
+}
+
+const oct_linear_kernel oct_kernel_cuda_fp8 = {
+    "cuda_fp8", "cuda", OCT_CPU_REF, cuda_cannot, {cuda_prepare, cuda_run, cuda_release}, false,
+};
