@@ -43,11 +43,11 @@ extern "C" void oct_cuda_free(void *p)
 extern "C" oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes)
 {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? OCT_OK
-                                                                               : OCT_ERR_INTERNAL;
+                                                                              : OCT_ERR_INTERNAL;
 }
 
 extern "C" oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? OCT_OK
-                                                                               : OCT_ERR_INTERNAL;
+                                                                              : OCT_ERR_INTERNAL;
 }
