@@ -1,5 +1,5 @@
 /* test_gemm_batch.c — batch invariance: a row's output is bit for bit the same
- * whether it runs alone (GEMV path, M = 1), in a small batch (GEMV, M <= 16)
+ * whether it runs alone (GEMV path, M = 1), in small batches (GEMV, M 5, 13, 14)
  * or in a large one (blocked GEMM).  Continuous batching relies on this: a
  * request's tokens must not depend on what else the server is running. */
 #include <math.h>
@@ -65,11 +65,16 @@ static void check(oct_weight_type wt, oct_scale_kind ws, oct_act_quant act, int6
         CHECK_OK(oct_linear_forward(l, m, x + r * K, y1 + r * N, &err));
     }
     bad += 2 * (memcmp(y, y1, (size_t)(M * N) * 4) != 0);
+    for (int64_t r = 0; r < M; r += 14) { /* 14, 14, 13: the 13-16 row GEMV paths */
+        int64_t m = M - r < 14 ? M - r : 14;
+        CHECK_OK(oct_linear_forward(l, m, x + r * K, y1 + r * N, &err));
+    }
+    bad += 4 * (memcmp(y, y1, (size_t)(M * N) * 4) != 0);
     CHECKF(bad == 0,
            "%s, weight scale %d, act %d, N %lld K %lld: rows differ between batch "
            "sizes (%s)",
            oct_linear_kernel_name(oct_linear_get_kernel(l)), (int)ws, (int)act, (long long)N,
-           (long long)K, bad & 1 ? "alone vs 41" : "5 vs 41");
+           (long long)K, bad & 1 ? "alone vs 41" : bad & 2 ? "5 vs 41" : "14 vs 41");
     oct_linear_free(l);
     free(w), free(x), free(y), free(y1), free(q), free(wb), free(sc);
 }
