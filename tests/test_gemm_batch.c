@@ -74,7 +74,10 @@ static void check(oct_weight_type wt, oct_scale_kind ws, oct_act_quant act, int6
            "%s, weight scale %d, act %d, N %lld K %lld: rows differ between batch "
            "sizes (%s)",
            oct_linear_kernel_name(oct_linear_get_kernel(l)), (int)ws, (int)act, (long long)N,
-           (long long)K, bad & 1 ? "alone vs 41" : bad & 2 ? "5 vs 41" : "14 vs 41");
+           (long long)K,
+           bad & 1   ? "alone vs 41"
+           : bad & 2 ? "5 vs 41"
+                     : "14 vs 41");
     oct_linear_free(l);
     free(w), free(x), free(y), free(y1), free(q), free(wb), free(sc);
 }
