@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "fixture_st.h"
+#include "fp8/fp8_impl.h"
+#include "model/model.h"
 #include "octet.h"
 #include "testlib.h"
 
@@ -387,6 +389,41 @@ static void test_kv_cache_dtypes(void)
     free(got);
 }
 
+/* The attention's table-free FP8 widening equals the decode table times the
+ * scale for all 256 codes of both formats (NaN codes: NaN), and bf16 widens
+ * exactly (with the row-kernel clone this CPU selects). */
+static void test_kv_row_widening(void)
+{
+    uint8_t codes[256];
+    uint16_t halves[256];
+    float got[256];
+    for (int i = 0; i < 256; i++) {
+        codes[i] = (uint8_t)i;
+        halves[i] = (uint16_t)(i * 257);
+    }
+    const float scales[3] = {1.0f, 0.0173f, 3.5e-3f};
+    for (int f = 0; f < 2; f++) {
+        oct_kv_dtype dt = f ? OCT_KV_E5M2 : OCT_KV_E4M3;
+        const float *tab = oct_fp8_decode_table(f ? OCT_FP8_E5M2 : OCT_FP8_E4M3FN);
+        for (int s = 0; s < 3; s++) {
+            oct_kv_row_f32(dt, codes, got, 256, scales[s]);
+            int bad = 0;
+            for (int i = 0; i < 256; i++) {
+                float want = tab[i] * scales[s];
+                bad += isnan(want) ? !isnan(got[i]) : memcmp(&want, &got[i], 4) != 0;
+            }
+            CHECKF(bad == 0, "format %d scale %g: %d codes differ", f, (double)scales[s], bad);
+        }
+    }
+    oct_kv_row_f32(OCT_KV_BF16, halves, got, 256, 1.0f);
+    int bad = 0;
+    for (int i = 0; i < 256; i++) {
+        float want = oct_bf16_to_f32(halves[i]);
+        bad += isnan(want) ? !isnan(got[i]) : memcmp(&want, &got[i], 4) != 0;
+    }
+    CHECK(bad == 0);
+}
+
 /* A pre-quantized FP8_DYNAMIC export runs its per-channel q/k/v and gate/up
  * shards fused (their scales stack exactly). */
 static void test_prequantized_shards_fuse(void)
@@ -425,6 +462,7 @@ int main(void)
     RUN(test_config_contract);
     RUN(test_online_load_runs);
     RUN(test_kv_cache_dtypes);
+    RUN(test_kv_row_widening);
     RUN(test_prequantized_shards_fuse);
     return testlib_finish();
 }

@@ -14,8 +14,8 @@
  * outputs combined with the weights in f32.
  *
  * Linear layers go through their oct_linear (FP8 W8A8 with on-the-fly
- * activation quantization, or BF16/F32).  Attention is threaded over
- * (token, head) pairs. */
+ * activation quantization, or BF16/F32).  Attention and the KV cache:
+ * attention.c. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -27,7 +27,8 @@
 struct oct_fwd_ws {
     int64_t max_tokens, max_ctx;
     float *x, *h, *qkv, *att, *mlp, *act, *tmp; /* [max_tokens, ...] */
-    float *scores;                              /* [threads, max_ctx] */
+    float *scores;                              /* [threads, scores_per_thread] */
+    size_t scores_per_thread;                   /* oct_attention_scratch_floats */
     int n_threads;
     /* MoE (NULL for dense models); R = max_tokens * top_k routed rows */
     float *rlogits;    /* [max_tokens, E] */
@@ -67,7 +68,8 @@ oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max
     ws->mlp = oct_malloc_aligned(T * (size_t)(2 * dense_i) * 4);
     ws->act = oct_malloc_aligned(T * (size_t)dense_i * 4);
     ws->tmp = oct_malloc_aligned(T * (size_t)widest * 4);
-    ws->scores = oct_malloc_aligned((size_t)ws->n_threads * (size_t)max_ctx * 4);
+    ws->scores_per_thread = oct_attention_scratch_floats(a, max_ctx);
+    ws->scores = oct_malloc_aligned((size_t)ws->n_threads * ws->scores_per_thread * 4);
     if (!ws->x || !ws->h || !ws->qkv || !ws->att || !ws->mlp || !ws->act || !ws->tmp ||
         !ws->scores) {
         oct_fwd_ws_free(ws);
@@ -302,112 +304,6 @@ static oct_status moe_mlp(const oct_model *m, const oct_layer_weights *lw, oct_f
     return OCT_OK;
 }
 
-static void kv_store(const oct_kv_view *kv, void *base, size_t idx, const float *src, int64_t n,
-                     float scale)
-{
-    switch (kv->dtype) {
-    case OCT_KV_F32: memcpy((float *)base + idx, src, (size_t)n * 4); break;
-    case OCT_KV_BF16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)base)[idx + (size_t)i] = oct_f32_to_bf16(src[i]);
-        break;
-    case OCT_KV_E4M3:
-    case OCT_KV_E5M2: {
-        float buf[1024];
-        oct_fp8_format f = kv->dtype == OCT_KV_E4M3 ? OCT_FP8_E4M3FN : OCT_FP8_E5M2;
-        for (int64_t i0 = 0; i0 < n; i0 += 1024) {
-            int64_t m = OCT_MIN(1024, n - i0);
-            for (int64_t i = 0; i < m; i++)
-                buf[i] = src[i0 + i] / scale; /* vLLM: x / scale, saturating */
-            oct_fp8_from_f32(f, OCT_CAST_SAT, buf, (uint8_t *)base + idx + (size_t)i0, (size_t)m);
-        }
-        break;
-    }
-    }
-}
-
-static void kv_load(const oct_kv_view *kv, const void *base, size_t idx, float *dst, int64_t n,
-                    const float *table, float scale)
-{
-    switch (kv->dtype) {
-    case OCT_KV_F32: memcpy(dst, (const float *)base + idx, (size_t)n * 4); break;
-    case OCT_KV_BF16:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = oct_bf16_to_f32(((const uint16_t *)base)[idx + (size_t)i]);
-        break;
-    default:
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = table[((const uint8_t *)base)[idx + (size_t)i]] * scale;
-        break;
-    }
-}
-
-/* Element index of (position p of sequence s, kv head h) in a layer's cache. */
-static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t n_kv, int64_t d)
-{
-    int64_t blk = kv->block_tables[s][p / kv->block_size];
-    return (size_t)(((blk * kv->block_size + p % kv->block_size) * n_kv) * d);
-}
-
-static void attention(const oct_model *m, const oct_kv_view *kv, oct_fwd_ws *ws, int64_t layer,
-                      int64_t n, const int32_t *seq, const int64_t *pos, const float *qkv,
-                      float *att)
-{
-    const oct_arch *a = &m->arch;
-    const int64_t d = a->head_dim, Hq = a->n_heads, Hkv = a->n_kv_heads, group = Hq / Hkv;
-    const int64_t qd = Hq * d, kvd = Hkv * d, row = qd + 2 * kvd;
-    const float *e4 = oct_fp8_decode_table(OCT_FP8_E4M3FN);
-    const float *e5 = oct_fp8_decode_table(OCT_FP8_E5M2);
-    const float *tab = kv->dtype == OCT_KV_E5M2 ? e5 : e4;
-    const float ks = kv->k_scale[layer], vs = kv->v_scale[layer];
-    const void *kb = kv->k[layer], *vb = kv->v[layer];
-    const float scale = a->attention_multiplier;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(ws->n_threads)
-    for (int64_t t = 0; t < n; t++) {
-        for (int64_t h = 0; h < Hq; h++) {
-            int tid = omp_get_thread_num();
-            float *sc = ws->scores + (size_t)tid * (size_t)ws->max_ctx;
-            const float *q = qkv + t * row + h * d;
-            int64_t kh = h / group, p = pos[t];
-            int64_t j0 =
-                a->sliding_window > 0 && p >= a->sliding_window ? p - a->sliding_window + 1 : 0;
-            float kbuf[512], vbuf[512];
-            float mx = -INFINITY;
-            bool direct = kv->dtype == OCT_KV_F32; /* read f32 keys/values in place */
-            for (int64_t j = j0; j <= p; j++) {
-                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                const float *k = direct ? (const float *)kb + idx : kbuf;
-                if (!direct)
-                    kv_load(kv, kb, idx, kbuf, d, tab, ks);
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t i = 0; i < d; i++)
-                    dot += q[i] * k[i];
-                sc[j] = dot * scale;
-                mx = sc[j] > mx ? sc[j] : mx;
-            }
-            float sum = 0.0f;
-            for (int64_t j = j0; j <= p; j++) {
-                sc[j] = expf(sc[j] - mx);
-                sum += sc[j];
-            }
-            float *o = att + t * qd + h * d;
-            memset(o, 0, (size_t)d * 4);
-            float inv = 1.0f / sum;
-            for (int64_t j = j0; j <= p; j++) {
-                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                const float *v = direct ? (const float *)vb + idx : vbuf;
-                if (!direct)
-                    kv_load(kv, vb, idx, vbuf, d, tab, vs);
-                float w = sc[j] * inv;
-#pragma omp simd
-                for (int64_t i = 0; i < d; i++)
-                    o[i] += w * v[i];
-            }
-        }
-    }
-}
-
 oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
                        const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                        const bool *want_logits, float *logits, oct_error *err)
@@ -418,8 +314,10 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
     if (n <= 0 || n > ws->max_tokens)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "batch of %lld tokens (max %lld)",
                              (long long)n, (long long)ws->max_tokens);
-    if (d > 512)
-        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "head_dim %lld > 512", (long long)d);
+    if (d > 512 || Hq / Hkv > 64)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "head_dim %lld > 512 or more than 64 query heads per KV head",
+                             (long long)d);
     for (int64_t t = 0; t < n; t++) {
         if (tokens[t] < 0 || tokens[t] >= a->vocab)
             return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
@@ -473,12 +371,9 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
             kv->v_scale[l] = vm > 0 ? vm / 100.0f : 1.0f;
             kv->scales_pending[l] = false;
         }
-        for (int64_t t = 0; t < n; t++) {
-            size_t idx = kv_index(kv, seq[t], pos[t], Hkv, d);
-            kv_store(kv, kv->k[l], idx, qkv + t * row + qd, kvd, kv->k_scale[l]);
-            kv_store(kv, kv->v[l], idx, qkv + t * row + qd + kvd, kvd, kv->v_scale[l]);
-        }
-        attention(m, kv, ws, l, n, seq, pos, qkv, att);
+        oct_kv_store_batch(kv, l, n, seq, pos, qkv, row, qd, Hkv, d);
+        oct_attention(a, kv, l, n, seq, pos, qkv, att, ws->scores, ws->scores_per_thread,
+                      ws->n_threads);
         if ((st = oct_linear_forward(lw->o, n, att, h, err)) != OCT_OK)
             return st;
         for (int64_t i = 0; i < n * H; i++)

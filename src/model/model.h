@@ -182,6 +182,20 @@ typedef struct oct_kv_view {
     bool *scales_pending;     /* [n_layers] compute scales from the next batch */
 } oct_kv_view;
 
+/* attention.c: write the batch's k, v (rows of qkv, after q's qd columns) into
+ * the cache; causal attention of every token over its sequence's cache into
+ * att [n, n_heads * head_dim].  scratch: n_threads blocks of
+ * oct_attention_scratch_floats() floats. */
+void oct_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const int32_t *seq,
+                        const int64_t *pos, const float *qkv, int64_t row, int64_t qd,
+                        int64_t n_kv, int64_t d);
+size_t oct_attention_scratch_floats(const oct_arch *a, int64_t max_ctx);
+/* One cached row of d values widened to f32 (FP8: code value * scale). */
+void oct_kv_row_f32(oct_kv_dtype dtype, const void *src, float *dst, int64_t d, float scale);
+void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int64_t n,
+                   const int32_t *seq, const int64_t *pos, const float *qkv, float *att,
+                   float *scratch, size_t scratch_floats, int n_threads);
+
 /* Scratch buffers for a batch of up to max_tokens tokens. */
 typedef struct oct_fwd_ws oct_fwd_ws;
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
