@@ -187,8 +187,8 @@ typedef struct oct_kv_view {
  * att [n, n_heads * head_dim].  scratch: n_threads blocks of
  * oct_attention_scratch_floats() floats. */
 void oct_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const int32_t *seq,
-                        const int64_t *pos, const float *qkv, int64_t row, int64_t qd,
-                        int64_t n_kv, int64_t d);
+                        const int64_t *pos, const float *qkv, int64_t row, int64_t qd, int64_t n_kv,
+                        int64_t d);
 size_t oct_attention_scratch_floats(const oct_arch *a, int64_t max_ctx);
 /* One cached row of d values widened to f32 (FP8: code value * scale). */
 void oct_kv_row_f32(oct_kv_dtype dtype, const void *src, float *dst, int64_t d, float scale);
