@@ -262,6 +262,9 @@ int cli_eval(int argc, char **argv)
         mb.opts.quantization = NULL;
         mb.opts.quantization_config = NULL;
         mb.progress = false;
+        /* the unquantized twin has no FP8 layer for the CUDA kernels to take */
+        if (mb.opts.linear_backend && strcmp(mb.opts.linear_backend, "cuda") == 0)
+            mb.opts.linear_backend = NULL;
         if ((rc = model_args_load(&mb, "eval", &b.m)) != 0)
             goto out;
         rc = 1;
