@@ -580,6 +580,133 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
     cudaFree(dqs);
 }
 
+/* Per-tensor (grid-wide amax), static, MX 1x32, and the fused RMSNorm / SiLU-mul
+ * per-token producers, against the CPU: oct_quant_tensor / _static / _mx on the
+ * widened input, and oct_quant_rows of the f32 values computed as the CPU model
+ * does.  Codes and scales bit for bit, except SiLU (CUDA's expf and glibc's may
+ * differ in the last place: codes may move by one step, at most 0.5% of them). */
+static void check_quant_more(int64_t m, int64_t k)
+{
+    const size_t mk = (size_t)(m * k);
+    uint16_t *x = malloc(mk * 2), *w = malloc((size_t)k * 2), *gu = malloc(mk * 4);
+    float *xf = malloc(mk * 4), *y = malloc(mk * 4), *sr = malloc((size_t)m * 4),
+          *sg = malloc((size_t)m * 4);
+    uint8_t *qr = malloc(mk), *qg = malloc(mk), *er = malloc(mk / 32 + 1),
+            *eg = malloc(mk / 32 + 1);
+    make_x(x, xf, m, k);
+    x[5] = f2bf(INFINITY); /* MX: an Inf block and a NaN block in row 0 */
+    x[40] = 0x7FC0;
+    void *dx = dput(x, mk * 2);
+    uint8_t *dq = dalloc(mk), *de = dalloc(mk / 32 + 1);
+    float *ds = dalloc((size_t)(m + 1) * 4);
+    char what[96];
+    long bad;
+#define GET(nq, ns)                                                                                \
+    do {                                                                                           \
+        CK(cudaDeviceSynchronize());                                                               \
+        CK(cudaMemcpy(qg, dq, (nq), cudaMemcpyDeviceToHost));                                      \
+        if (ns)                                                                                    \
+            CK(cudaMemcpy(sg, ds, (size_t)(ns)*4, cudaMemcpyDeviceToHost));                        \
+    } while (0)
+    /* MX (with the Inf / NaN blocks) */
+    for (size_t i = 0; i < mk; i++)
+        xf[i] = bf2f(x[i]);
+    oct_quant_mx(OCT_FP8_E4M3FN, OCT_MX_OCP, xf, m, k, qr, er);
+    int st = oct_cuda_quant_mx_bf16(dx, m, k, dq, de, NULL);
+    GET(mk, 0);
+    CK(cudaMemcpy(eg, de, mk / 32, cudaMemcpyDeviceToHost));
+    bad = st != OCT_OK;
+    for (size_t i = 0; i < mk; i++)
+        bad += !code_eq(qr[i], qg[i]);
+    for (size_t i = 0; i < mk / 32; i++)
+        bad += er[i] != eg[i];
+    snprintf(what, sizeof what, "quant mx 1x32 m=%lld k=%lld (Inf/NaN blocks)", (long long)m,
+             (long long)k);
+    report(what, bad == 0, "%.0f mismatches", (double)bad);
+    /* per-tensor and static: finite input */
+    x[5] = x[40] = f2bf(1.0f);
+    xf[5] = xf[40] = 1.0f;
+    CK(cudaMemcpy(dx, x, mk * 2, cudaMemcpyHostToDevice));
+    float s_ref;
+    oct_quant_tensor(OCT_FP8_E4M3FN, xf, mk, qr, &s_ref);
+    st = oct_cuda_quant_tensor_bf16(dx, (int64_t)mk, dq, ds, NULL);
+    GET(mk, 1);
+    bad = st != OCT_OK || !scale_eq(s_ref, sg[0]);
+    for (size_t i = 0; i < mk; i++)
+        bad += !code_eq(qr[i], qg[i]);
+    snprintf(what, sizeof what, "quant per-tensor m=%lld k=%lld", (long long)m, (long long)k);
+    report(what, bad == 0, "%.0f mismatches", (double)bad);
+    float stat = s_ref * 0.37f; /* saturates the outliers */
+    oct_quant_static(OCT_FP8_E4M3FN, xf, mk, stat, qr);
+    st = oct_cuda_quant_static_bf16(dx, (int64_t)mk, stat, dq, NULL);
+    GET(mk, 0);
+    bad = st != OCT_OK;
+    for (size_t i = 0; i < mk; i++)
+        bad += !code_eq(qr[i], qg[i]);
+    snprintf(what, sizeof what, "quant static m=%lld k=%lld", (long long)m, (long long)k);
+    report(what, bad == 0, "%.0f mismatches", (double)bad);
+    /* RMSNorm -> per-token */
+    float *wf = malloc((size_t)k * 4);
+    for (int64_t i = 0; i < k; i++) {
+        w[i] = f2bf(1.0f + 0.3f * nrand());
+        wf[i] = bf2f(w[i]);
+    }
+    const float eps = 1e-5f;
+    for (int64_t r = 0; r < m; r++) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < k; i++)
+            ss += (double)xf[r * k + i] * (double)xf[r * k + i];
+        float rr = 1.0f / sqrtf((float)(ss / (double)k) + eps);
+        for (int64_t i = 0; i < k; i++)
+            y[r * k + i] = wf[i] * (xf[r * k + i] * rr);
+    }
+    oct_quant_rows(OCT_FP8_E4M3FN, y, m, k, 0.0f, qr, sr);
+    void *dw = dput(w, (size_t)k * 2);
+    st = oct_cuda_rmsnorm_quant_rows_bf16(dx, dw, m, k, eps, 0.0f, dq, ds, NULL);
+    GET(mk, m);
+    bad = st != OCT_OK;
+    for (int64_t r = 0; r < m; r++)
+        bad += !scale_eq(sr[r], sg[r]);
+    for (size_t i = 0; i < mk; i++)
+        bad += !code_eq(qr[i], qg[i]);
+    snprintf(what, sizeof what, "fused rmsnorm->per-token m=%lld k=%lld", (long long)m,
+             (long long)k);
+    report(what, bad == 0, "%.0f mismatches", (double)bad);
+    /* SiLU-and-mul -> per-token: gu [m, 2k] */
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < 2 * k; i++)
+            gu[r * 2 * k + i] = f2bf(nrand() * (i < k ? 3.0f : 1.0f));
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < k; i++) {
+            float g = bf2f(gu[r * 2 * k + i]), u = bf2f(gu[r * 2 * k + k + i]);
+            y[r * k + i] = g / (1.0f + expf(-g)) * u;
+        }
+    oct_quant_rows(OCT_FP8_E4M3FN, y, m, k, 0.0f, qr, sr);
+    void *dgu = dput(gu, mk * 4);
+    st = oct_cuda_silu_mul_quant_rows_bf16(dgu, m, k, 0.0f, dq, ds, NULL);
+    GET(mk, m);
+    long off = 0, far = st != OCT_OK;
+    for (int64_t r = 0; r < m; r++)
+        far += fabsf(sr[r] - sg[r]) > 1e-6f * sr[r];
+    for (size_t i = 0; i < mk; i++) {
+        int d = (int)(qr[i] & 0x7F) - (int)(qg[i] & 0x7F);
+        off += qr[i] != qg[i];
+        far += qr[i] != qg[i] && ((qr[i] ^ qg[i]) & 0x80 || d > 1 || d < -1);
+    }
+    snprintf(what, sizeof what, "fused silu*mul->per-token m=%lld k=%lld (1-step codes)",
+             (long long)m, (long long)k);
+    report(what, far == 0 && off <= (long)(mk / 200), "%.0f codes one step off", (double)off);
+#undef GET
+    CK(cudaFree(dx));
+    CK(cudaFree(dq));
+    CK(cudaFree(de));
+    CK(cudaFree(ds));
+    CK(cudaFree(dw));
+    CK(cudaFree(dgu));
+    free(x), free(w), free(gu), free(xf), free(y), free(sr), free(sg), free(qr), free(qg);
+    free(er), free(eg), free(wf);
+}
+
 /* The registry's CUDA entry (kernels/cuda/registry_kernel.c): chosen for FP8
  * layers under "auto" and "cuda", refused for bf16 weights with a reason, and
  * its forward (f32 in/out through bf16 on the device) matches the CPU
@@ -707,6 +834,9 @@ int main(int argc, char **argv)
     check_quant(7, 14336, 0);
     check_quant(33, 1000, 1); /* unaligned K: scalar row path, groups with a partial group */
     check_quant(5, 136, 0);
+    check_quant_more(7, 4096);
+    check_quant_more(33, 1024);
+    check_quant_more(3, 14336);
     if (!quick)
         check_quant(300, 4096, 0);
     /* GEMMs: tile edges of the streaming kernel (8/16/32/64 tokens, ragged N) */

@@ -46,6 +46,31 @@ oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t k, float u
 oct_status oct_cuda_quant_groups_bf16(const void *x, int64_t m, int64_t k, void *q, float *scale,
                                       void *stream);
 
+/* Dynamic per-tensor: one scale for all n elements (a grid-wide amax, then the
+ * codes), scale = one device float; bit-identical to oct_quant_tensor (codes =
+ * sat RNE(x * (1/scale))). */
+oct_status oct_cuda_quant_tensor_bf16(const void *x, int64_t n, void *q, float *scale,
+                                      void *stream);
+
+/* Static scale (a checkpoint's input_scale, host value): as oct_quant_static. */
+oct_status oct_cuda_quant_static_bf16(const void *x, int64_t n, float scale, void *q, void *stream);
+
+/* MX 1x32 (OCP recipe): E8M0 exponents e8 [m, k/32]; k % 32 == 0 (else
+ * OCT_ERR_UNSUPPORTED).  Bit-identical to oct_quant_mx(E4M3FN, OCT_MX_OCP). */
+oct_status oct_cuda_quant_mx_bf16(const void *x, int64_t m, int64_t k, void *q, uint8_t *e8,
+                                  void *stream);
+
+/* Fused producers of per-token FP8 activations (codes [m,k], scale [m], the
+ * rule of oct_quant_rows applied to the f32 values, never rounded to bf16):
+ *   RMSNorm:   y = w * (x * r), r = 1/sqrtf(mean(x^2) + eps), x [m,k], w [k] bf16
+ *              (the sum of squares in double, as the CPU model computes it)
+ *   SiLU-mul:  y = g / (1 + expf(-g)) * u, gu [m, 2k] = gate | up halves (vLLM) */
+oct_status oct_cuda_rmsnorm_quant_rows_bf16(const void *x, const void *w, int64_t m, int64_t k,
+                                            float eps, float ub, void *q, float *scale,
+                                            void *stream);
+oct_status oct_cuda_silu_mul_quant_rows_bf16(const void *gu, int64_t m, int64_t k, float ub,
+                                             void *q, float *scale, void *stream);
+
 /* Small-M W8A8 streaming kernel, any m (weights re-read per 64 tokens):
  * y [m,n] bf16 = sa * (sw * sum_k a[m,k] w[n,k]) for kind OCT_SCALE_ROW (sa [m],
  * sw [n]); OCT_SCALE_BLOCK128: sa [m, k/128], sw [ceil(n/128), k/128], each K

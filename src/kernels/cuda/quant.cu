@@ -159,3 +159,220 @@ extern "C" oct_status oct_cuda_quant_groups_bf16(const void *x, int64_t m, int64
     return oct_cuda_quant_groups_strided(x, m, k, q, scale, (k + 127) / 128, 1,
                                          oct_cuda_stream(stream));
 }
+
+// ---- dynamic per-tensor, static, MX 1x32, and the fused producers ----
+
+namespace
+{
+
+// Pass 1 of the per-tensor quantizer: |x| max over the whole tensor into *amax
+// as float bits (non-negative floats order like their bit patterns, and a NaN
+// -- made positive -- orders above +Inf, so atomicMax propagates it).
+__global__ void __launch_bounds__(256)
+    tensor_amax_bf16(const uint16_t *__restrict__ x, int64_t n, unsigned *__restrict__ amax)
+{
+    float a = 0.0f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        a = oct_amax_nan(a, __uint_as_float((uint32_t)x[i] << 16));
+    a = block_amax(a);
+    if (threadIdx.x == 0)
+        atomicMax(amax, a != a ? 0x7FC00000u : __float_as_uint(a));
+}
+
+// Pass 2: codes = sat RNE(x * (1/s)), s = max(amax/448, floor) -- the CPU
+// oct_quant_tensor multiplies by the f32 reciprocal, so this does too.
+__global__ void __launch_bounds__(256)
+    tensor_codes_bf16(const uint16_t *__restrict__ x, int64_t n, const unsigned *__restrict__ amax,
+                      uint8_t *__restrict__ q)
+{
+    const float s = oct_scale_from_amax(__uint_as_float(*amax), 0.0f);
+    const float r = __fdiv_rn(1.0f, s);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        q[i] = (uint8_t)oct_e4m3x2_sat(__fmul_rn(__uint_as_float((uint32_t)x[i] << 16), r), 0.0f);
+}
+
+// Pass 3 (one thread): the amax bits in place -> the scale.
+__global__ void tensor_scale_final(float *scale)
+{
+    *scale = oct_scale_from_amax(__uint_as_float(*reinterpret_cast<unsigned *>(scale)), 0.0f);
+}
+
+__global__ void __launch_bounds__(256)
+    static_codes_bf16(const uint16_t *__restrict__ x, int64_t n, float r, uint8_t *__restrict__ q)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        q[i] = (uint8_t)oct_e4m3x2_sat(__fmul_rn(__uint_as_float((uint32_t)x[i] << 16), r), 0.0f);
+}
+
+// MX 1x32, OCP recipe: one warp per block of 32, one element per lane.
+// e = clamp(floor(log2 amax) - 8 + 127, 0, 254), amax 0 -> 0, Inf -> 254,
+// NaN -> 0xFF (NaN codes); codes = sat RNE(x * 2^(127 - e)), an exact power-of-two
+// scaling, the same value as the CPU's x / 2^(e - 127).
+__global__ void __launch_bounds__(256)
+    mx_codes_bf16(const uint16_t *__restrict__ x, int64_t nblocks, uint8_t *__restrict__ q,
+                  uint8_t *__restrict__ e8)
+{
+    const int64_t b = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (b >= nblocks)
+        return;
+    const int lane = threadIdx.x & 31;
+    const float v = __uint_as_float((uint32_t)x[b * 32 + lane] << 16);
+    const float a = oct_warp_amax(oct_amax_nan(0.0f, v));
+    int e;
+    if (a != a)
+        e = 0xFF;
+    else if (a == 0.0f)
+        e = 0;
+    else if (isinf(a))
+        e = 254;
+    else
+        e = min(max(ilogbf(a) - 8 + 127, 0), 254);
+    if (lane == 0)
+        e8[b] = (uint8_t)e;
+    const float y = e == 0xFF ? __int_as_float(0x7FC00000) : ldexpf(v, 127 - e);
+    q[b * 32 + lane] = (uint8_t)oct_e4m3x2_sat(y, 0.0f);
+}
+
+// Fused producers: one block per row, the row's f32 values recomputed from the
+// bf16 inputs in each pass (rows are small and stay in L2), then per-token
+// quantization exactly as quant_rows (true division by the scale).
+//   RMSNorm:   y = w * (x * r), r = 1 / sqrtf(mean(x^2) + eps), the sum of
+//              squares in double (exact for bf16 inputs, so independent of
+//              order and equal to the CPU model's)
+//   SiLU-mul:  y = g / (1 + expf(-g)) * u, g | u the two halves of gu [m, 2k]
+enum { PROD_RMSNORM = 0, PROD_SILU_MUL = 1 };
+
+template <int P>
+__device__ __forceinline__ float prod_value(const uint16_t *__restrict__ a,
+                                            const uint16_t *__restrict__ b, int64_t i, float r)
+{
+    const float x = __uint_as_float((uint32_t)a[i] << 16);
+    if (P == PROD_RMSNORM) {
+        const float w = __uint_as_float((uint32_t)b[i] << 16);
+        return __fmul_rn(w, __fmul_rn(x, r));
+    }
+    const float u = __uint_as_float((uint32_t)b[i] << 16);
+    return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u);
+}
+
+template <int P>
+__global__ void __launch_bounds__(kTokThreads)
+    produce_quant_rows(const uint16_t *__restrict__ in, const uint16_t *__restrict__ w, int64_t k,
+                       float eps, float ub, uint8_t *__restrict__ q, float *__restrict__ scale)
+{
+    const int64_t row = blockIdx.x;
+    const uint16_t *a = P == PROD_RMSNORM ? in + row * k : in + row * 2 * k;
+    const uint16_t *b = P == PROD_RMSNORM ? w : a + k;
+    float r = 0.0f;
+    if (P == PROD_RMSNORM) {
+        __shared__ double part[kTokThreads / 32];
+        double ss = 0.0;
+        for (int64_t i = threadIdx.x; i < k; i += kTokThreads) {
+            const double x = (double)__uint_as_float((uint32_t)a[i] << 16);
+            ss += x * x;
+        }
+        for (int o = 16; o > 0; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if ((threadIdx.x & 31) == 0)
+            part[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        ss = 0.0;
+        for (int j = 0; j < kTokThreads / 32; j++)
+            ss += part[j];
+        r = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)k), eps)));
+    }
+    float am = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += kTokThreads)
+        am = oct_amax_nan(am, prod_value<P>(a, b, i, r));
+    am = block_amax(am);
+    const float s = oct_scale_from_amax(am, ub);
+    if (threadIdx.x == 0)
+        scale[row] = s;
+    for (int64_t i = threadIdx.x; i < k; i += kTokThreads)
+        q[row * k + i] = (uint8_t)oct_e4m3x2_sat(__fdiv_rn(prod_value<P>(a, b, i, r), s), 0.0f);
+}
+
+unsigned grid_for(int64_t n)
+{
+    int64_t g = (n + 255) / 256;
+    return (unsigned)(g < 1 ? 1 : g > 4096 ? 4096 : g);
+}
+
+} // namespace
+
+extern "C" oct_status oct_cuda_quant_tensor_bf16(const void *x, int64_t n, void *q, float *scale,
+                                                 void *stream)
+{
+    if (n < 0 || !scale || (n > 0 && (!x || !q)))
+        return OCT_ERR_INVALID_ARG;
+    cudaStream_t st = oct_cuda_stream(stream);
+    unsigned *am = reinterpret_cast<unsigned *>(scale);
+    if (cudaMemsetAsync(am, 0, sizeof *am, st) != cudaSuccess)
+        return OCT_ERR_INTERNAL;
+    const uint16_t *xs = static_cast<const uint16_t *>(x);
+    if (n > 0) {
+        tensor_amax_bf16<<<grid_for(n), 256, 0, st>>>(xs, n, am);
+        tensor_codes_bf16<<<grid_for(n), 256, 0, st>>>(xs, n, am, static_cast<uint8_t *>(q));
+    }
+    tensor_scale_final<<<1, 1, 0, st>>>(scale);
+    return oct_cuda_check(cudaGetLastError());
+}
+
+extern "C" oct_status oct_cuda_quant_static_bf16(const void *x, int64_t n, float scale, void *q,
+                                                 void *stream)
+{
+    if (n < 0 || !(scale > 0.0f) || isinf(scale) || (n > 0 && (!x || !q)))
+        return OCT_ERR_INVALID_ARG;
+    if (n == 0)
+        return OCT_OK;
+    static_codes_bf16<<<grid_for(n), 256, 0, oct_cuda_stream(stream)>>>(
+        static_cast<const uint16_t *>(x), n, 1.0f / scale, static_cast<uint8_t *>(q));
+    return oct_cuda_check(cudaGetLastError());
+}
+
+extern "C" oct_status oct_cuda_quant_mx_bf16(const void *x, int64_t m, int64_t k, void *q,
+                                             uint8_t *e8, void *stream)
+{
+    if (m < 0 || k <= 0 || (m > 0 && (!x || !q || !e8)))
+        return OCT_ERR_INVALID_ARG;
+    if (k % 32 != 0)
+        return OCT_ERR_UNSUPPORTED;
+    const int64_t nb = m * (k / 32);
+    if (nb == 0)
+        return OCT_OK;
+    if ((nb + 7) / 8 > INT32_MAX)
+        return OCT_ERR_INVALID_ARG;
+    mx_codes_bf16<<<(unsigned)((nb + 7) / 8), 256, 0, oct_cuda_stream(stream)>>>(
+        static_cast<const uint16_t *>(x), nb, static_cast<uint8_t *>(q), e8);
+    return oct_cuda_check(cudaGetLastError());
+}
+
+extern "C" oct_status oct_cuda_rmsnorm_quant_rows_bf16(const void *x, const void *w, int64_t m,
+                                                       int64_t k, float eps, float ub, void *q,
+                                                       float *scale, void *stream)
+{
+    if (m < 0 || k <= 0 || (m > 0 && (!x || !w || !q || !scale)) || m > INT32_MAX)
+        return OCT_ERR_INVALID_ARG;
+    if (m == 0)
+        return OCT_OK;
+    produce_quant_rows<PROD_RMSNORM><<<(unsigned)m, kTokThreads, 0, oct_cuda_stream(stream)>>>(
+        static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(w), k, eps, ub,
+        static_cast<uint8_t *>(q), scale);
+    return oct_cuda_check(cudaGetLastError());
+}
+
+extern "C" oct_status oct_cuda_silu_mul_quant_rows_bf16(const void *gu, int64_t m, int64_t k,
+                                                        float ub, void *q, float *scale,
+                                                        void *stream)
+{
+    if (m < 0 || k <= 0 || (m > 0 && (!gu || !q || !scale)) || m > INT32_MAX)
+        return OCT_ERR_INVALID_ARG;
+    if (m == 0)
+        return OCT_OK;
+    produce_quant_rows<PROD_SILU_MUL><<<(unsigned)m, kTokThreads, 0, oct_cuda_stream(stream)>>>(
+        static_cast<const uint16_t *>(gu), nullptr, k, 0.0f, ub, static_cast<uint8_t *>(q), scale);
+    return oct_cuda_check(cudaGetLastError());
+}

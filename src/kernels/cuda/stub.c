@@ -116,3 +116,37 @@ oct_status oct_cuda_gemv_w8a16(int64_t m, int64_t n, int64_t k, const void *x, c
     (void)m, (void)n, (void)k, (void)x, (void)w, (void)sw, (void)y, (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
+
+oct_status oct_cuda_quant_tensor_bf16(const void *x, int64_t n, void *q, float *scale, void *stream)
+{
+    (void)x, (void)n, (void)q, (void)scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_quant_static_bf16(const void *x, int64_t n, float scale, void *q, void *stream)
+{
+    (void)x, (void)n, (void)scale, (void)q, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_quant_mx_bf16(const void *x, int64_t m, int64_t k, void *q, uint8_t *e8,
+                                  void *stream)
+{
+    (void)x, (void)m, (void)k, (void)q, (void)e8, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_rmsnorm_quant_rows_bf16(const void *x, const void *w, int64_t m, int64_t k,
+                                            float eps, float ub, void *q, float *scale,
+                                            void *stream)
+{
+    (void)x, (void)w, (void)m, (void)k, (void)eps, (void)ub, (void)q, (void)scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_silu_mul_quant_rows_bf16(const void *gu, int64_t m, int64_t k, float ub,
+                                             void *q, float *scale, void *stream)
+{
+    (void)gu, (void)m, (void)k, (void)ub, (void)q, (void)scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
