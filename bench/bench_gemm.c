@@ -207,9 +207,11 @@ static bool prepare(int v, const shape *s, const uint8_t *w8, const float *scale
         break;
     }
     p->lin = calloc((size_t)p->copies, sizeof *p->lin);
+    const oct_linear_kernel *kern = NULL; /* the CPU kernels: this is the CPU benchmark */
     for (int c = 0; c < p->copies; c++) {
         oct_error err;
-        if (oct_linear_create(&d, NULL, w, ws, NULL, &p->lin[c], &err) != OCT_OK) {
+        if ((!kern && oct_linear_select_host(&d, &kern, &err) != OCT_OK) ||
+            oct_linear_create(&d, kern, w, ws, NULL, &p->lin[c], &err) != OCT_OK) {
             fprintf(stderr, "bench gemm: %s\n", err.message);
             return false;
         }

@@ -309,12 +309,12 @@ typedef struct oct_linear_desc {
 /* A kernel implementation (static, never freed). */
 typedef struct oct_linear_kernel oct_linear_kernel;
 
-/* "cpu_avx512_bf16", "cpu_avx2_fma", "cpu_ref". */
+/* "cuda_fp8", "cpu_avx512_bf16", "cpu_avx2_fma", "cpu_ref". */
 const char *oct_linear_kernel_name(const oct_linear_kernel *k);
-/* Its backend family, the value --linear-backend matches: "avx512", "avx2", "ref". */
+/* Its backend family, the value --linear-backend matches: "cuda", "avx512", "avx2", "ref". */
 const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
 
-/* Picks the first kernel in priority order (avx512, avx2, ref) that this CPU
+/* Picks the first kernel in priority order (cuda, avx512, avx2, ref) that this CPU
  * (oct_cpu_level_get) runs and that can implement `d`.  backend: NULL or
  * "auto" means the OCTET_LINEAR_BACKEND environment variable if set, else any;
  * otherwise only kernels of that backend are considered.  No capable kernel ->
@@ -324,6 +324,13 @@ const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
  * the per-model summary). */
 oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
                              const oct_linear_kernel **out, oct_error *err);
+
+/* oct_linear_select among the CPU kernels only ("auto"; a "cuda" restriction
+ * from OCTET_LINEAR_BACKEND counts as auto): the one-shot oct_scaled_mm_f32 is
+ * the CPU reference, also on a GPU machine, and CPU tests and benchmarks pick
+ * their kernels with it. */
+oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
+                                  oct_error *err);
 
 /* A model loader calls oct_linear_selector_pick once per layer; _log_summary
  * logs one INFO line per distinct (kernel, scheme) choice:

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "kernels/cuda/cuda_api.h"
 #include "testlib.h"
 
 static char g_bin[256];
@@ -165,6 +166,22 @@ static void test_inspect_and_tokenize_json(void)
     json_decref(t);
 }
 
+/* --linear-backend cuda: runs where a GPU is; elsewhere an error saying why. */
+static void test_cuda_backend(void)
+{
+    char *out = NULL;
+    int rc = run("generate --model models/demo --prompt x --max-tokens 2 --quantization fp8 "
+                 "--linear-backend cuda",
+                 true, &out);
+    if (oct_cuda_available()) {
+        CHECKF(rc == 0, "%s", out);
+    } else {
+        CHECK(rc == 1);
+        CHECKF(strstr(out, "cuda_fp8: ") != NULL, "%s", out);
+    }
+    free(out);
+}
+
 static void test_errors_name_the_problem(void)
 {
     struct {
@@ -174,9 +191,6 @@ static void test_errors_name_the_problem(void)
     } cases[] = {
         {"generate --model /nonexistent --prompt x", 1, "/nonexistent"},
         {"generate --model models/demo --prompt x --quantization int4", 1, "int4"},
-        /* no GPU here (or no CUDA in the build): the CUDA kernel says why */
-        {"generate --model models/demo --prompt x --quantization fp8 --linear-backend cuda", 1,
-         "cuda_fp8: "},
         {"generate --model models/demo --prompt x --linear-backend tpu", 1, "tpu"},
         {"generate --model models/demo --prompt x --quantization-config '{\"linear\": 5}'", 1,
          "quantization_config.linear"},
@@ -205,5 +219,6 @@ int main(void)
     RUN(test_eval_baseline_model);
     RUN(test_inspect_and_tokenize_json);
     RUN(test_errors_name_the_problem);
+    RUN(test_cuda_backend);
     return testlib_finish();
 }

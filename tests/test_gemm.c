@@ -124,7 +124,7 @@ static void run_case(const mm_case *c, const uint8_t *A, const uint8_t *B, const
                              .weight_type = OCT_WEIGHT_FP8,
                              .weight_scale = c->kb,
                              .has_bias = bias != NULL};
-        if (oct_linear_select(&d, "auto", &kern, NULL) != OCT_OK || kern->level != g_levels[li])
+        if (oct_linear_select_host(&d, &kern, NULL) != OCT_OK || kern->level != g_levels[li])
             continue; /* no kernel of this level for the case (yet) */
         for (size_t i = 0; i < mn; i++)
             y[i] = -12345.0f;
@@ -347,7 +347,7 @@ static void test_fused_quant_matches_quant_api(void)
                              : d.weight_scale == OCT_SCALE_MX32   ? (const void *)mxw
                                                                   : (const void *)&one;
             const oct_linear_kernel *k = NULL;
-            if (oct_linear_select(&d, "auto", &k, NULL) != OCT_OK || k->level != g_levels[li])
+            if (oct_linear_select_host(&d, &k, NULL) != OCT_OK || k->level != g_levels[li])
                 continue;
             oct_linear *l = make_linear(&d, k, w, ws, NULL);
             REQUIRE(l);
@@ -453,7 +453,7 @@ static void test_rounding_edges(void)
                              .act = OCT_ACT_STATIC,
                              .act_static_scale = 1.0f};
         const oct_linear_kernel *k = NULL;
-        if (oct_linear_select(&d, "auto", &k, NULL) != OCT_OK || k->level != g_levels[li])
+        if (oct_linear_select_host(&d, &k, NULL) != OCT_OK || k->level != g_levels[li])
             continue;
         oct_linear *l = make_linear(&d, k, w, &one, NULL);
         REQUIRE(l);
@@ -524,7 +524,7 @@ static void test_forward_schemes(void)
                                  .act_static_scale = 0.004f,
                                  .has_bias = ci % 2 == 0};
             const oct_linear_kernel *k = NULL;
-            if (oct_linear_select(&d, "auto", &k, NULL) != OCT_OK || k->level != g_levels[li])
+            if (oct_linear_select_host(&d, &k, NULL) != OCT_OK || k->level != g_levels[li])
                 continue;
             const void *wp = cases[ci].wt == OCT_WEIGHT_FP8 ? (const void *)w8 : (const void *)w16;
             for (size_t mi = 0; mi < NELEM(ms_); mi++)
@@ -676,6 +676,19 @@ static void test_registry(void)
     setenv("OCTET_LINEAR_BACKEND", "ref", 1);
     CHECK_OK(oct_linear_select(&d, "auto", &k, &err));
     CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
+    /* The CPU reference ignores an environment that asks for the GPU. */
+    setenv("OCTET_LINEAR_BACKEND", "cuda", 1);
+    CHECK_OK(oct_linear_select_host(&d, &k, &err));
+    CHECK(strcmp(oct_linear_kernel_backend(k), "cuda") != 0);
+    {
+        uint8_t a[64] = {0x38}, b[64 * 64] = {0x38};
+        float sa = 1.0f, sb[64], y[64];
+        for (int i = 0; i < 64; i++)
+            sb[i] = 1.0f;
+        CHECK_OK(
+            oct_scaled_mm_f32(1, 64, 64, a, OCT_SCALE_TENSOR, &sa, b, OCT_SCALE_ROW, sb, NULL, y));
+        CHECK(y[0] == 1.0f); /* one product 1.0 * 1.0 (0x38 = 1.0), the rest zero */
+    }
     unsetenv("OCTET_LINEAR_BACKEND");
     /* A backend that cannot implement the layer is an error naming it. */
     d.weight_type = OCT_WEIGHT_F32;

@@ -514,10 +514,10 @@ static void test_sampling_fields(void)
     char stop[64] = "";
     {
         const char *w = full;
-        for (int i = 0; i < 3 && w; i++)
+        for (int i = 0; i < 3 && w && *w; i++)
             w = strchr(w + 1, ' ');
-        REQUIRE(w);
-        size_t len = strcspn(w + 1, " \n\"\\");
+        REQUIRE(w && *w == ' '); /* the third space after the first character */
+        size_t len = strcspn(w + 1, " \t\r\n\"\\");
         REQUIRE(len > 0 && len < 40);
         snprintf(stop, sizeof stop, " %.*s", (int)len, w + 1);
     }

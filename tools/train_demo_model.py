@@ -180,6 +180,13 @@ def train(cfg, train_ids, val_ids, dev, a):
             elif vppl > best[0] * 1.03:
                 print("held-out perplexity rising: stop", flush=True)
                 break
+    if not history or history[-1][0] != step:  # the time cap ended between evaluations
+        model.eval()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            vppl, _ = window_ppl(model, val_ids, dev)
+        history.append((step, loss.item(), vppl))
+        if vppl < best[0]:
+            best = (vppl, step, {k: v.detach().clone() for k, v in model.state_dict().items()})
     print(f"best held-out ppl {best[0]:.2f} at step {best[1]} ({time.time() - t0:.0f}s)", flush=True)
     return best, history
 

@@ -3,7 +3,8 @@
  * One task per (token, KV head): each cached K and V row is read (and, for a
  * bf16 / FP8 cache, widened to f32) once and used by every query head of its
  * GQA group, so the cache is streamed once per token instead of once per query
- * head.  Per head: scores = q·k * multiplier, softmax in f32 (max subtracted),
+ * head -- unless that leaves fewer than two tasks per thread, when each query
+ * head is a task.  Per head: scores = q·k * multiplier, softmax in f32 (max subtracted),
  * out = Σ softmax · v, keys and values in position order.
  *
  * The row kernels are compiled for AVX-512, AVX2 and baseline x86-64
@@ -18,7 +19,12 @@
 #include "fp8/fp8_impl.h"
 #include "model/model.h"
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OCT_NO_CLONES 1 /* clang's ASan: keep one plain copy */
+#endif
+#endif
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(OCT_NO_CLONES)
 #define ROW_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ROW_KERNEL
@@ -180,40 +186,47 @@ void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int6
     const float ks = kv->k_scale[layer], vs = kv->v_scale[layer];
     const void *kb = kv->k[layer], *vb = kv->v[layer];
     const float mult = a->attention_multiplier;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(n_threads)
+    /* Few tasks (decode of one sequence: n * Hkv of them) would leave threads
+     * idle: split each group into single heads then (each re-reads the rows).
+     * Every head's arithmetic is the same either way. */
+    const int64_t gs = n * Hkv >= 2 * (int64_t)n_threads ? group : 1, parts = group / gs;
+#pragma omp parallel for collapse(3) schedule(dynamic, 1) num_threads(n_threads)
     for (int64_t t = 0; t < n; t++) {
         for (int64_t kh = 0; kh < Hkv; kh++) {
-            float *sc = scratch + (size_t)omp_get_thread_num() * scratch_floats; /* [group][ctx] */
-            int64_t p = pos[t], ctx = p + 1;
-            int64_t j0 =
-                a->sliding_window > 0 && p >= a->sliding_window ? p - a->sliding_window + 1 : 0;
-            const float *q = qkv + t * row + kh * group * d;
-            float buf[512], mx[64], inv[64];
-            for (int64_t g = 0; g < group; g++)
-                mx[g] = -INFINITY;
-            for (int64_t j = j0; j <= p; j++) {
-                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                const float *k = kv_row(kv, kb, idx, d, ks, buf);
-                for (int64_t g = 0; g < group; g++) {
-                    float s = dot_row(q + g * d, k, d) * mult;
-                    sc[g * ctx + j] = s;
-                    mx[g] = s > mx[g] ? s : mx[g];
-                }
-            }
-            for (int64_t g = 0; g < group; g++) {
-                float sum = 0.0f, *s = sc + g * ctx;
+            for (int64_t part = 0; part < parts; part++) {
+                float *sc = scratch + (size_t)omp_get_thread_num() * scratch_floats; /* [gs][ctx] */
+                int64_t p = pos[t], ctx = p + 1, h0 = kh * group + part * gs;
+                int64_t j0 =
+                    a->sliding_window > 0 && p >= a->sliding_window ? p - a->sliding_window + 1 : 0;
+                const float *q = qkv + t * row + h0 * d;
+                float *o = att + t * qd + h0 * d;
+                float buf[512], mx[64], inv[64];
+                for (int64_t g = 0; g < gs; g++)
+                    mx[g] = -INFINITY;
                 for (int64_t j = j0; j <= p; j++) {
-                    s[j] = expf(s[j] - mx[g]);
-                    sum += s[j];
+                    size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                    const float *k = kv_row(kv, kb, idx, d, ks, buf);
+                    for (int64_t g = 0; g < gs; g++) {
+                        float sv = dot_row(q + g * d, k, d) * mult;
+                        sc[g * ctx + j] = sv;
+                        mx[g] = sv > mx[g] ? sv : mx[g];
+                    }
                 }
-                inv[g] = 1.0f / sum;
-                memset(att + t * qd + (kh * group + g) * d, 0, (size_t)d * 4);
-            }
-            for (int64_t j = j0; j <= p; j++) {
-                size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
-                const float *v = kv_row(kv, vb, idx, d, vs, buf);
-                for (int64_t g = 0; g < group; g++)
-                    axpy_row(att + t * qd + (kh * group + g) * d, sc[g * ctx + j] * inv[g], v, d);
+                for (int64_t g = 0; g < gs; g++) {
+                    float sum = 0.0f, *sg = sc + g * ctx;
+                    for (int64_t j = j0; j <= p; j++) {
+                        sg[j] = expf(sg[j] - mx[g]);
+                        sum += sg[j];
+                    }
+                    inv[g] = 1.0f / sum;
+                    memset(o + g * d, 0, (size_t)d * 4);
+                }
+                for (int64_t j = j0; j <= p; j++) {
+                    size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                    const float *v = kv_row(kv, vb, idx, d, vs, buf);
+                    for (int64_t g = 0; g < gs; g++)
+                        axpy_row(o + g * d, sc[g * ctx + j] * inv[g], v, d);
+                }
             }
         }
     }

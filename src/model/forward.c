@@ -316,8 +316,8 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
                              (long long)n, (long long)ws->max_tokens);
     if (d > 512 || Hq / Hkv > 64)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                             "head_dim %lld > 512 or more than 64 query heads per KV head",
-                             (long long)d);
+                             "head_dim %lld (max 512) and %lld query heads per KV head (max 64)",
+                             (long long)d, (long long)(Hq / Hkv));
     for (int64_t t = 0; t < n; t++) {
         if (tokens[t] < 0 || tokens[t] >= a->vocab)
             return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,

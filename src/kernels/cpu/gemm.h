@@ -85,11 +85,6 @@ extern const oct_linear_kernel oct_kernel_cpu_avx2;
 extern const oct_linear_kernel oct_kernel_cpu_avx512;
 extern const oct_linear_kernel oct_kernel_cuda_fp8; /* kernels/cuda/registry_kernel.c */
 
-/* oct_linear_select with backend "auto" among the CPU kernels only (the
- * one-shot oct_scaled_mm_f32 is the CPU reference, also on a GPU machine). */
-oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
-                                  oct_error *err);
-
 /* NULL if d makes sense at all (independent of any kernel), else a reason;
  * *st receives INVALID_ARG or UNSUPPORTED. */
 const char *oct_linear_desc_problem(const oct_linear_desc *d, oct_status *st);

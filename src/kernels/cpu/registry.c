@@ -147,7 +147,10 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, b
 {
     *out = NULL;
     const char *want;
-    if (!resolve_backend(backend, &want))
+    bool ok_name = resolve_backend(backend, &want);
+    if (host_only && want && strcmp(want, "cuda") == 0)
+        want = NULL; /* the environment asked for the GPU; the host reference stays */
+    if (!ok_name)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "layer %s: unknown linear backend '%s' (expected auto, cuda, "
                              "avx512, avx2 or ref)",

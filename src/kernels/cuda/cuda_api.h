@@ -63,7 +63,7 @@ oct_status oct_cuda_quant_mx_bf16(const void *x, int64_t m, int64_t k, void *q, 
 /* Fused producers of per-token FP8 activations (codes [m,k], scale [m], the
  * rule of oct_quant_rows applied to the f32 values, never rounded to bf16):
  *   RMSNorm:   y = w * (x * r), r = 1/sqrtf(mean(x^2) + eps), x [m,k], w [k] bf16
- *              (the sum of squares in double, as the CPU model computes it)
+ *              (the sum of squares in double, as the CPU model's rmsnorm sums it)
  *   SiLU-mul:  y = g / (1 + expf(-g)) * u, gu [m, 2k] = gate | up halves (vLLM) */
 oct_status oct_cuda_rmsnorm_quant_rows_bf16(const void *x, const void *w, int64_t m, int64_t k,
                                             float eps, float ub, void *q, float *scale,

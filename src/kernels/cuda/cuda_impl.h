@@ -268,6 +268,8 @@ struct oct_cuda_ctx {
     float *one; /* device 1.0f (unit scalar scales) */
     float *d32; /* f32 output scratch (cuBLASLt fallback without outer-vector scales) */
     size_t d32_bytes;
+    float *swpad; /* block weight scales with K blocks padded to a multiple of 4 (cuBLASLt) */
+    size_t swpad_bytes;
     oct_lt_plan *plans;        /* cached cuBLASLt plans (linked list) */
     int lt_block_mn_major;     /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
     int64_t gemv_max_m;        /* auto path: GEMV up to this M (per-token scales) */

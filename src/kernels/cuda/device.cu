@@ -2,6 +2,8 @@
 // (compiled with make CUDA=1).
 #include <cuda_runtime.h>
 
+#include <mutex>
+
 #include "kernels/cuda/cuda_api.h"
 
 extern "C" oct_status oct_cuda_device_count(int *count)
@@ -15,13 +17,14 @@ extern "C" oct_status oct_cuda_device_count(int *count)
 
 extern "C" bool oct_cuda_available(void)
 {
-    // asked once per process: the registry asks for every layer
-    static int avail = -1;
-    if (avail < 0) {
+    // asked once per process (the registry asks for every layer), thread-safely
+    static std::once_flag once;
+    static bool avail = false;
+    std::call_once(once, [] {
         int n = 0;
         avail = oct_cuda_device_count(&n) == OCT_OK && n > 0;
-    }
-    return avail == 1;
+    });
+    return avail;
 }
 
 extern "C" oct_status oct_cuda_malloc(void **out, size_t bytes)

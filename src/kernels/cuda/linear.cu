@@ -94,6 +94,7 @@ extern "C" void oct_cuda_ctx_free(oct_cuda_ctx *c)
     cudaFree(c->s);
     cudaFree(c->one);
     cudaFree(c->d32);
+    cudaFree(c->swpad);
     free(c);
 }
 
@@ -148,12 +149,6 @@ static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int
     if (path == OCT_CUDA_PATH_LT)
         return false;
     const int64_t max_m = kind == OCT_SCALE_BLOCK128 ? c->gemv_max_m_block : c->gemv_max_m;
-    // cuBLASLt's block-scaled product gave wrong results inside a model with
-    // K = 256 / 768 (2 / 6 K blocks; ppl 6476 vs 73.7) while K = 1024 checks
-    // out: block scales go to the streaming kernel unless K is a multiple of
-    // 512 (check_cuda's "lt block" lines measure both).
-    if (kind == OCT_SCALE_BLOCK128 && k % 128 == 0 && k % 512 != 0)
-        return true;
     if (k % 128 != 0 || m > max_m)
         return false;
     return m <= 16 || n < 16384 || max_m > OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT;

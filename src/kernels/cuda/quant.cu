@@ -240,8 +240,9 @@ __global__ void __launch_bounds__(256)
 // bf16 inputs in each pass (rows are small and stay in L2), then per-token
 // quantization exactly as quant_rows (true division by the scale).
 //   RMSNorm:   y = w * (x * r), r = 1 / sqrtf(mean(x^2) + eps), the sum of
-//              squares in double (exact for bf16 inputs, so independent of
-//              order and equal to the CPU model's)
+//              squares in double as the CPU model sums it (bf16 squares are
+//              exact in double and a row's sum rarely needs more than 53 bits,
+//              so the order rarely matters, and r, rounded to f32, agrees)
 //   SiLU-mul:  y = g / (1 + expf(-g)) * u, g | u the two halves of gu [m, 2k]
 enum { PROD_RMSNORM = 0, PROD_SILU_MUL = 1 };
 

@@ -113,8 +113,8 @@ static const char *cuda_cannot(const oct_linear_desc *d)
     }
     if (d->weight_type != OCT_WEIGHT_FP8)
         return "runs FP8 weights only";
-    if (d->k % 128 != 0)
-        return "needs k divisible by 128";
+    if (d->k % 128 != 0 || d->n % 8 != 0)
+        return "needs k divisible by 128 and n by 8 (cuBLASLt's FP8 alignment for large M)";
     switch (d->weight_scale) {
     case OCT_SCALE_TENSOR:
     case OCT_SCALE_ROW:
