@@ -210,6 +210,42 @@ static inline cudaLaunchConfig_t oct_cuda_launch_config(unsigned grid, unsigned 
 
 /* Token tiles (of 8 tokens) per block in the streaming GEMV kernels for m tokens:
  * calls launch(std::integral_constant<int, MT>{}) with MT = 1, 2, 4 or 8. */
+/* The streaming GEMV kernels' tile epilogue (gemv_fp8.cu, gemv_fp8_tma.cu,
+ * gemv_fp8_fused.cu).  Each warp holds partial sums for MT token tiles in the
+ * m16n8 mma accumulator layout (acc[mt][c]: row n0 + lane/4 (+8 for c >= 2),
+ * token mt*8 + 2*(lane%4) + c%2); oct_gemv_stash parks them in red[warp] (and
+ * zeroes them for the next tile), and after a barrier oct_gemv_store sums them
+ * over warps in warp order and writes y[tok, row] = bf16(out(tok, row, sum)). */
+template <int MT>
+__device__ __forceinline__ void oct_gemv_stash(float (&acc)[MT][4], float (*red_warp)[32], int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            red_warp[mt * 4 + c][lane] = acc[mt][c];
+            acc[mt][c] = 0.0f;
+        }
+}
+
+template <int MT, int WARPS, class Out>
+__device__ __forceinline__ void oct_gemv_store(const float (*red)[MT * 4][32], int n0, int m, int n,
+                                               uint16_t *__restrict__ y, Out out)
+{
+    for (int v = threadIdx.x; v < MT * 4 * 32; v += WARPS * 32) {
+        const int e = v >> 5, ln = v & 31;
+        float s = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < WARPS; wi++)
+            s += red[wi][e][ln];
+        const int mt = e >> 2, c = e & 3;
+        const int row = n0 + (ln >> 2) + (c >= 2 ? 8 : 0);
+        const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
+        if (row < n && tok < m)
+            y[(size_t)tok * n + row] = oct_f32_to_bf16_dev(out(tok, row, s));
+    }
+}
+
 template <class F> static inline cudaError_t oct_cuda_by_token_tiles(int m, F launch)
 {
     if (m <= 8)

@@ -201,27 +201,12 @@ __global__ void __launch_bounds__(kThreads, 2)
                     }
                 }
                 if (++cc == cw) { // tile done: reduce across warps, scale, store
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                        for (int c = 0; c < 4; c++) {
-                            red[buf][warp][mt * 4 + c][lane] = acc[mt][c];
-                            acc[mt][c] = 0.0f;
-                        }
+                    oct_gemv_stash<MT>(acc, red[buf][warp], lane);
                     __syncthreads();
-                    for (int v = threadIdx.x; v < MT * 4 * 32; v += kThreads) {
-                        const int e = v >> 5, ln = v & 31;
-                        float s = 0.0f;
-#pragma unroll
-                        for (int wi = 0; wi < kWarps; wi++)
-                            s += red[buf][wi][e][ln];
-                        const int mt = e >> 2, c = e & 3;
-                        const int row = ct * kRows + (ln >> 2) + (c >= 2 ? 8 : 0);
-                        const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
-                        if (row < n && tok < m)
-                            y[(size_t)tok * n + row] =
-                                oct_f32_to_bf16_dev(s_tok[tok] * (__ldg(sw + row) * s));
-                    }
+                    oct_gemv_store<MT, kWarps>(red[buf], ct * kRows, m, n, y,
+                                               [&](int tok, int row, float s) {
+                                                   return s_tok[tok] * (__ldg(sw + row) * s);
+                                               });
                     // The other buffer next: a warp can write it only after every
                     // warp passed this tile's barrier, i.e. finished reading the
                     // buffer two tiles back.

@@ -194,29 +194,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (threadIdx.x == 0 && q + kStages < steps)
             issue(q + kStages);
         if (ks == nks - 1) { // tile complete: reduce over warps, write
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    red[warp][mt * 4 + c][lane] = acc[mt][c];
-                    acc[mt][c] = 0.0f;
-                }
+            oct_gemv_stash<MT>(acc, red[warp], lane);
             __syncthreads();
-            const int n0 = tile * kRows;
-            for (int v = threadIdx.x; v < MT * 4 * 32; v += kWarps * 32) {
-                const int e = v >> 5, ln = v & 31;
-                float s = 0.0f;
-#pragma unroll
-                for (int wi = 0; wi < kWarps; wi++)
-                    s += red[wi][e][ln];
-                const int mt = e >> 2, c = e & 3;
-                const int row = n0 + (ln >> 2) + (c >= 2 ? 8 : 0);
-                const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
-                if (row < n && tok < m) {
-                    const float out = BLK ? s : __ldg(sa + tok) * (__ldg(sw + row) * s);
-                    y[(size_t)tok * n + row] = oct_f32_to_bf16_dev(out);
-                }
-            }
+            oct_gemv_store<MT, kWarps>(red, tile * kRows, m, n, y, [&](int tok, int row, float s) {
+                return BLK ? s : __ldg(sa + tok) * (__ldg(sw + row) * s);
+            });
             __syncthreads(); // red is reused by the next tile
         }
     }
