@@ -670,6 +670,10 @@ static void test_registry(void)
     CHECK_OK(oct_linear_select(&d, "ref", &k, &err));
     CHECK(strcmp(oct_linear_kernel_name(k), "cpu_ref") == 0);
     CHECK(strcmp(oct_linear_kernel_backend(k), "ref") == 0);
+    CHECK_OK(oct_linear_select(&d, "cpu", &k, &err)); /* the best CPU kernel */
+    CHECK(strcmp(oct_linear_kernel_backend(k), "cuda") != 0);
+    if (oct_cpu_level_get() == OCT_CPU_AVX512)
+        CHECK(strcmp(oct_linear_kernel_name(k), "cpu_avx512_bf16") == 0);
     CHECK_EQ_INT(oct_linear_select(&d, "bogus", &k, &err), OCT_ERR_INVALID_ARG);
     CHECK(strstr(err.message, "bogus") != NULL);
     /* The environment restricts "auto"; an explicit name wins over it. */

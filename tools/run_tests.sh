@@ -2,6 +2,10 @@
 # Runs every test executable given on the command line from the repository
 # root, shows its output, and sums the "N passed, N failed" line each prints.
 # An executable that dies or omits the line counts as one failure.
+# The suite checks the CPU kernels: in a CUDA build on a machine with a GPU,
+# "auto" would send FP8 layers to the GPU (bench/cuda/ checks those), so the
+# default here is the best CPU kernel; a test that wants the GPU names it.
+export OCTET_LINEAR_BACKEND=${OCTET_LINEAR_BACKEND:-cpu}
 total_pass=0
 total_fail=0
 for t in "$@"; do

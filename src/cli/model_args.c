@@ -19,7 +19,7 @@ const char *model_args_usage(void)
            "  --quantization-config JSON  {\"linear\": ..., \"moe\": ..., \"ignore\": [...]}\n"
            "  --kv-cache-dtype D          auto | float32 | bf16 | fp8 | fp8_e4m3 | fp8_e5m2\n"
            "  --calculate-kv-scales       FP8 KV scales from the first prompt\n"
-           "  --linear-backend B          auto | cuda | avx512 | avx2 | ref\n"
+           "  --linear-backend B          auto | cuda | cpu | avx512 | avx2 | ref\n"
            "  --dtype D                   auto | bfloat16 | float32 (unquantized layers)\n"
            "  --threads N                 kernel threads (default: all CPUs)\n";
 }

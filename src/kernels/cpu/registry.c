@@ -23,7 +23,8 @@ static const oct_linear_kernel *const g_kernels[] = {
     &oct_kernel_cpu_ref,
 };
 
-static const char *const g_backends[] = {"cuda", "avx512", "avx2", "ref"};
+/* Backend names --linear-backend takes; "cpu" = the best CPU kernel (no GPU). */
+static const char *const g_backends[] = {"cuda", "cpu", "avx512", "avx2", "ref"};
 
 const char *oct_linear_kernel_name(const oct_linear_kernel *k)
 {
@@ -150,10 +151,14 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, b
     bool ok_name = resolve_backend(backend, &want);
     if (host_only && want && strcmp(want, "cuda") == 0)
         want = NULL; /* the environment asked for the GPU; the host reference stays */
+    if (want && strcmp(want, "cpu") == 0) {
+        host_only = true;
+        want = NULL;
+    }
     if (!ok_name)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "layer %s: unknown linear backend '%s' (expected auto, cuda, "
-                             "avx512, avx2 or ref)",
+                             "cpu, avx512, avx2 or ref)",
                              layer_name(d), want);
     oct_status st;
     const char *why = oct_linear_desc_problem(d, &st);
@@ -239,7 +244,7 @@ oct_status oct_linear_selector_create(const char *backend, oct_linear_selector *
     if (!resolve_backend(backend, &want))
         return oct_error_set(
             err, OCT_ERR_INVALID_ARG, -1,
-            "unknown linear backend '%s' (expected auto, cuda, avx512, avx2 or ref)", want);
+            "unknown linear backend '%s' (expected auto, cuda, cpu, avx512, avx2 or ref)", want);
     oct_linear_selector *s = oct_calloc(1, sizeof *s);
     if (!s)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "selector: out of memory");
