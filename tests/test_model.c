@@ -391,7 +391,8 @@ static void test_kv_cache_dtypes(void)
 
 /* The attention's table-free FP8 widening equals the decode table times the
  * scale for all 256 codes of both formats (NaN codes: NaN), and bf16 widens
- * exactly (with the row-kernel clone this CPU selects). */
+ * exactly (with the row-kernel clone this CPU selects, under every forced
+ * CPU level), and a ragged row writes exactly its d values. */
 static void test_kv_row_widening(void)
 {
     uint8_t codes[256];
@@ -402,19 +403,34 @@ static void test_kv_row_widening(void)
         halves[i] = (uint16_t)(i * 257);
     }
     const float scales[3] = {1.0f, 0.0173f, 3.5e-3f};
-    for (int f = 0; f < 2; f++) {
-        oct_kv_dtype dt = f ? OCT_KV_E5M2 : OCT_KV_E4M3;
-        const float *tab = oct_fp8_decode_table(f ? OCT_FP8_E5M2 : OCT_FP8_E4M3FN);
-        for (int s = 0; s < 3; s++) {
-            oct_kv_row_f32(dt, codes, got, 256, scales[s]);
-            int bad = 0;
-            for (int i = 0; i < 256; i++) {
-                float want = tab[i] * scales[s];
-                bad += isnan(want) ? !isnan(got[i]) : memcmp(&want, &got[i], 4) != 0;
+    for (int lvl = OCT_CPU_REF; lvl <= (int)oct_cpu_level_max(); lvl++)
+        for (int f = 0; f < 2; f++) {
+            REQUIRE(oct_cpu_force((oct_cpu_level)lvl) == OCT_OK);
+            oct_kv_dtype dt = f ? OCT_KV_E5M2 : OCT_KV_E4M3;
+            const float *tab = oct_fp8_decode_table(f ? OCT_FP8_E5M2 : OCT_FP8_E4M3FN);
+            for (int s = 0; s < 3; s++) {
+                oct_kv_row_f32(dt, codes, got, 256, scales[s]);
+                int bad = 0;
+                for (int i = 0; i < 256; i++) {
+                    float want = tab[i] * scales[s];
+                    bad += isnan(want) ? !isnan(got[i]) : memcmp(&want, &got[i], 4) != 0;
+                }
+                CHECKF(bad == 0, "level %d format %d scale %g: %d codes differ", lvl, f,
+                       (double)scales[s], bad);
             }
-            CHECKF(bad == 0, "format %d scale %g: %d codes differ", f, (double)scales[s], bad);
         }
-    }
+    oct_cpu_force(oct_cpu_level_max());
+    /* a ragged row (d = 100: a partial 64-code block) writes exactly d values */
+    for (int i = 0; i < 256; i++)
+        got[i] = -7.0f;
+    oct_kv_row_f32(OCT_KV_E4M3, codes + 3, got, 100, 0.5f);
+    const float *e4 = oct_fp8_decode_table(OCT_FP8_E4M3FN);
+    int ragged = 0;
+    for (int i = 0; i < 100; i++)
+        ragged += got[i] != e4[3 + i] * 0.5f;
+    for (int i = 100; i < 256; i++)
+        ragged += got[i] != -7.0f;
+    CHECK(ragged == 0);
     oct_kv_row_f32(OCT_KV_BF16, halves, got, 256, 1.0f);
     int bad = 0;
     for (int i = 0; i < 256; i++) {
