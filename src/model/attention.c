@@ -30,11 +30,15 @@
 #define ROW_KERNEL
 #endif
 
-/* Element index of (position p of sequence s, kv head 0) in a layer's cache. */
-static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t n_kv, int64_t d)
+/* Element index of (position p of sequence s, kv head h) in a layer's cache.
+ * A block holds [n_kv][block_size][d]: one head's rows are contiguous across
+ * the block's positions (the order attention reads them in), as vLLM's paged
+ * layout keeps heads apart. */
+static inline size_t kv_index(const oct_kv_view *kv, int32_t s, int64_t p, int64_t h, int64_t n_kv,
+                              int64_t d)
 {
-    int64_t blk = kv->block_tables[s][p / kv->block_size];
-    return (size_t)(((blk * kv->block_size + p % kv->block_size) * n_kv) * d);
+    int64_t bs = kv->block_size, blk = kv->block_tables[s][p / bs];
+    return (size_t)(((blk * n_kv + h) * bs + p % bs) * d);
 }
 
 static void kv_store(const oct_kv_view *kv, void *base, size_t idx, const float *src, int64_t n,
@@ -66,11 +70,13 @@ void oct_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const i
                         int64_t d)
 {
     int64_t kvd = n_kv * d;
-    for (int64_t t = 0; t < n; t++) {
-        size_t idx = kv_index(kv, seq[t], pos[t], n_kv, d);
-        kv_store(kv, kv->k[layer], idx, qkv + t * row + qd, kvd, kv->k_scale[layer]);
-        kv_store(kv, kv->v[layer], idx, qkv + t * row + qd + kvd, kvd, kv->v_scale[layer]);
-    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_kv; h++) {
+            size_t idx = kv_index(kv, seq[t], pos[t], h, n_kv, d);
+            const float *k = qkv + t * row + qd + h * d;
+            kv_store(kv, kv->k[layer], idx, k, d, kv->k_scale[layer]);
+            kv_store(kv, kv->v[layer], idx, k + kvd, d, kv->v_scale[layer]);
+        }
 }
 
 /* ---- row kernels ---- */
@@ -204,7 +210,7 @@ void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int6
                 for (int64_t g = 0; g < gs; g++)
                     mx[g] = -INFINITY;
                 for (int64_t j = j0; j <= p; j++) {
-                    size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                    size_t idx = kv_index(kv, seq[t], j, kh, Hkv, d);
                     const float *k = kv_row(kv, kb, idx, d, ks, buf);
                     for (int64_t g = 0; g < gs; g++) {
                         float sv = dot_row(q + g * d, k, d) * mult;
@@ -222,7 +228,7 @@ void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int6
                     memset(o + g * d, 0, (size_t)d * 4);
                 }
                 for (int64_t j = j0; j <= p; j++) {
-                    size_t idx = kv_index(kv, seq[t], j, Hkv, d) + (size_t)(kh * d);
+                    size_t idx = kv_index(kv, seq[t], j, kh, Hkv, d);
                     const float *v = kv_row(kv, vb, idx, d, vs, buf);
                     for (int64_t g = 0; g < gs; g++)
                         axpy_row(o + g * d, sc[g * ctx + j] * inv[g], v, d);
