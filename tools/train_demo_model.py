@@ -125,11 +125,11 @@ def agreement(ref, quant, ids, dev, window=SEQ):
     return kld / count, agree / count
 
 
-def quant_report(model_dir_or_state, cfg, ids, dev):
+def quant_report(state, cfg, ids, dev):
     """{scheme: (ppl, kld, top1)} for BF16 weights computed in fp32."""
     def fresh():
         m = LlamaForCausalLM(cfg)
-        m.load_state_dict(model_dir_or_state)
+        m.load_state_dict(state)
         return m.to(torch.bfloat16).to(torch.float32).to(dev).eval()
     ref = fresh()
     out = {"bf16": (window_ppl(ref, ids, dev)[0], 0.0, 1.0)}
@@ -317,7 +317,7 @@ def evaluate_and_document(out, dev, log):
     if log is None:
         log = json.load(open(os.path.join(out, "training_log.json")))
     nparams, B = log["params"], log.get("batch", 64)
-    best = (None, log["best_step"])
+    best_step = log["best_step"]
     eval_ids = stream(tok, [l for l in eval_lines if l.strip()], bos, eos)
     ref = LlamaForCausalLM.from_pretrained(out, dtype=torch.float32).to(dev).eval()
     ppl, ntok = window_ppl(ref, eval_ids, dev)
@@ -352,7 +352,7 @@ newcomer without internet access still sees octet run a real model end to end.
   trained with `tokenizers`, model trained with AdamW at sequence length {SEQ}, batch {B},
   peak learning rate {ta.get("lr", 1.5e-3)}, cosine decay over {ta.get("steps", "-")} steps,
   residual dropout {ta.get("dropout", 0.0)}; the state with the best held-out perplexity is
-  kept (step {best[1]}). The shape, dropout and schedule were chosen by `--sweep`: each
+  kept (step {best_step}). The shape, dropout and schedule were chosen by `--sweep`: each
   candidate trained, then scored with PyTorch fake quantization on the early-stopping split
   (never on eval.txt), the winner being the one whose worst FP8 scheme has the highest top-1
   agreement with BF16 (sweep.json: three rounds). Residual dropout is what moved that figure

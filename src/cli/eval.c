@@ -213,6 +213,10 @@ int cli_eval(int argc, char **argv)
         fprintf(stderr, "octet eval: give exactly one of --text FILE or --token-ids FILE\n");
         return 2;
     }
+    if (baseline && !compare) {
+        fprintf(stderr, "octet eval: --baseline-model and --no-compare contradict each other\n");
+        return 2;
+    }
     if (window < 2) {
         fprintf(stderr, "octet eval: --window must be >= 2\n");
         return 2;
@@ -250,11 +254,6 @@ int cli_eval(int argc, char **argv)
     const oct_plan *plan = oct_model_get_plan(q.m);
     bool quantized = oct_plan_n_quantized(plan) > 0;
     bool online = ma.opts.quantization || ma.opts.quantization_config;
-    if (baseline && !compare) {
-        fprintf(stderr, "octet eval: --baseline-model and --no-compare contradict each other\n");
-        rc = 2;
-        goto out;
-    }
     if ((quantized && online && compare) || baseline) {
         model_args mb = ma;
         if (baseline)
@@ -262,9 +261,11 @@ int cli_eval(int argc, char **argv)
         mb.opts.quantization = NULL;
         mb.opts.quantization_config = NULL;
         mb.progress = false;
-        /* the unquantized twin has no FP8 layer for the CUDA kernels to take */
+        /* the unquantized twin has no FP8 layer for the CUDA kernels to take:
+         * its best CPU kernels (not "auto", which may read cuda from the
+         * environment) */
         if (mb.opts.linear_backend && strcmp(mb.opts.linear_backend, "cuda") == 0)
-            mb.opts.linear_backend = NULL;
+            mb.opts.linear_backend = "cpu";
         if ((rc = model_args_load(&mb, "eval", &b.m)) != 0)
             goto out;
         rc = 1;
