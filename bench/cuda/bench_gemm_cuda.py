@@ -12,7 +12,9 @@ triton.testing.do_bench, which flushes the L2 before every call):
   pt_row     torch._scaled_mm, FP8 per-token x per-channel, quantized beforehand
   pt_dyn     torch.compile'd per-token quantization + torch._scaled_mm row-wise
   oct        octet FP8, dynamic per-token quantization included (auto path)
-  oct_gemv / oct_lt   the same, forcing the streaming kernel / cuBLASLt
+  oct_gemv / oct_lt / oct_wg   the same, forcing the streaming kernel / cuBLASLt /
+             octet's Hopper GEMM (gemm_wgmma.cu, its fastest tile shape)
+  oct_pre    octet's GEMM (auto) on the pre-quantized per-token inputs pt_row uses
   oct_gemv_tma        the streaming kernel's bulk-copy variant (slower; kept for comparison)
   oct_blk    octet block FP8 (1x128 activations, 128x128 weights), dynamic quant included
   oct_w8a16  octet FP8 weights x bf16 activations (no activation quantization)
@@ -33,7 +35,7 @@ import torch.nn.functional as F
 import triton.testing
 
 SCALE_TENSOR, SCALE_ROW, SCALE_BLOCK128 = 0, 1, 2
-PATH_AUTO, PATH_GEMV, PATH_LT = 0, 1, 2
+PATH_AUTO, PATH_GEMV, PATH_LT, PATH_WGMMA = 0, 1, 2, 3
 FP8 = torch.float8_e4m3fn
 QMAX = 448.0
 FLOOR = 1.0 / (448.0 * 512.0)
@@ -205,7 +207,8 @@ def main():
             xg_deq = (xq_g.float().view(m, k // 128, 128) * sx_g.view(m, k // 128, 1)).view(m, k)
             ref_b = xg_deq @ w_deq_b.t()
             errs = {}
-            for name, path in (("oct", PATH_AUTO), ("oct_gemv", PATH_GEMV), ("oct_lt", PATH_LT)):
+            for name, path in (("oct", PATH_AUTO), ("oct_gemv", PATH_GEMV), ("oct_lt", PATH_LT),
+                               ("oct_wg", PATH_WGMMA)):
                 if name == "oct_gemv" and m > 64:
                     continue
                 y.fill_(float("nan"))
@@ -226,6 +229,17 @@ def main():
             kern_blk = lib.oct_cuda_ctx_last_kernel(ctx).decode()
             oct_dyn(PATH_AUTO)  # leave the auto kernel name for the row
             kern = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            sx_r1 = sx_r.reshape(-1).contiguous()
+
+            def oct_pre():
+                r_ = lib.oct_cuda_gemm_fp8(ctx, m, n, k, xq_r.data_ptr(), SCALE_ROW, sx_r1.data_ptr(),
+                                           wq_r.data_ptr(), SCALE_ROW, sw_r1.data_ptr(), yp, PATH_AUTO, st)
+                if r_ != 0:
+                    raise RuntimeError(f"oct_cuda_gemm_fp8 status {r_}")
+            y.fill_(float("nan"))
+            oct_pre()
+            errs["oct_pre"] = rel(y, ref_r)
+            kern_pre = lib.oct_cuda_ctx_last_kernel(ctx).decode()
             if m <= 64:
                 y.fill_(float("nan"))
                 lib.oct_cuda_gemv_w8a16(m, n, k, xp, wq_r.data_ptr(), sw_r1.data_ptr(), yp, st)
@@ -237,7 +251,7 @@ def main():
                 print(f"CHECK FAIL m={m} {k}x{n} quant_mismatches={qbad} errs={errs}", flush=True)
 
             # ---- timing ----
-            r = dict(m=m, k=k, n=n, kernel=kern, kernel_blk=kern_blk)
+            r = dict(m=m, k=k, n=n, kernel=kern, kernel_blk=kern_blk, kernel_pre=kern_pre)
             r["bf16"] = bench(lambda: F.linear(x, w))
             xq_t, sx_t = quant_tensor(x)
 
@@ -291,6 +305,8 @@ def main():
                 print(f"      variants m={m} {k}x{n}: old {r['v_old']:.1f} ef {r['v_ef']:.1f} "
                       f"fused {r['v_fused']:.1f} fused+ef {r['v_fused_ef']:.1f}", flush=True)
             r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
+            r["oct_wg"] = bench(lambda: oct_dyn(PATH_WGMMA))
+            r["oct_pre"] = bench(oct_pre)
             r["oct_blk"] = bench(lambda: oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b))
             r["oct_w8a16"] = bench(lambda: lib.oct_cuda_gemv_w8a16(
                 m, n, k, xp, wq_r.data_ptr(), sw_r1.data_ptr(), yp, st)) if m <= 64 else float("nan")
@@ -298,7 +314,8 @@ def main():
             best_pre = min(r["pt_tensor"], r["pt_row"])
             print(f"{m:5d} {k:5d}x{n:<5d} bf16 {r['bf16']:8.1f} pt_t {r['pt_tensor']:8.1f} "
                   f"pt_r {r['pt_row']:8.1f} pt_dyn {r['pt_dyn']:8.1f} | oct {r['oct']:8.1f} "
-                  f"(gemv {r['oct_gemv']:7.1f} tma {r['oct_gemv_tma']:7.1f} lt {r['oct_lt']:8.1f}) blk {r['oct_blk']:8.1f} "
+                  f"(gemv {r['oct_gemv']:7.1f} tma {r['oct_gemv_tma']:7.1f} lt {r['oct_lt']:8.1f} wg {r['oct_wg']:8.1f}) "
+                  f"pre {r['oct_pre']:8.1f} [{kern_pre}] blk {r['oct_blk']:8.1f} [{kern_blk}] "
                   f"w8a16 {r['oct_w8a16']:7.1f} | x{r['bf16'] / r['oct']:.2f} vs bf16, "
                   f"x{best_pre / r['oct']:.2f} vs pre  [{kern}] {'' if not bad else 'CHECK FAIL'}",
                   flush=True)
@@ -311,15 +328,18 @@ def main():
                        checks=checks), f, indent=1)
     print(f"\n# checks: {len(checks) - failures} passed, {failures} failed; {time.time() - t_start:.0f} s")
     print("\n| M | K→N | bf16 µs | pt fp8 tensor µs | pt fp8 row µs | pt dyn-quant µs | octet dyn µs "
-          "| octet block µs | octet W8A16 µs | octet/bf16 | octet/best pre | pt dyn/bf16 | M=1 TB/s |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| kernel | octet lt µs | octet wgmma µs | octet pre-quant row µs | octet block µs | block kernel "
+          "| octet W8A16 µs | octet/bf16 | octet/best pre | octet pre/pt row | pt dyn/bf16 | M=1 TB/s |")
+    print("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         best_pre = min(r["pt_tensor"], r["pt_row"])
         tbs = f"{r['n'] * r['k'] / (r['oct'] * 1e-6) / 1e12:.2f}" if r["m"] == 1 else ""
         w8 = f"{r['oct_w8a16']:.1f}" if not math.isnan(r["oct_w8a16"]) else "–"
         print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16']:.1f} | {r['pt_tensor']:.1f} | "
-              f"{r['pt_row']:.1f} | {r['pt_dyn']:.1f} | {r['oct']:.1f} | {r['oct_blk']:.1f} | {w8} | "
-              f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
+              f"{r['pt_row']:.1f} | {r['pt_dyn']:.1f} | {r['oct']:.1f} | {r['kernel']} | {r['oct_lt']:.1f} | "
+              f"{r['oct_wg']:.1f} | {r['oct_pre']:.1f} | {r['oct_blk']:.1f} | {r['kernel_blk']} | {w8} | "
+              f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['pt_row'] / r['oct_pre']:.2f} | "
+              f"{r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
     if args.variants:
         print("\n# streaming path variants (µs, do_bench, M <= 16): quant kernel + GEMV vs fused "
               "quantization, no L2 hint vs evict_first")

@@ -278,6 +278,20 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
             report(what, e_ < 1e-2, "rel err %.2e", e_);                                           \
     } while (0)
 
+    /* Every tile shape of octet's Hopper GEMM (wgmma_cfg 1..; a shape of the other
+     * scale family answers OCT_ERR_UNSUPPORTED and is skipped), then the default. */
+#define RUN_WGMMA(label, call)                                                                     \
+    do {                                                                                           \
+        for (int cfg_ = 1; k % 128 == 0 && oct_cuda_ctx_set(ctx, "wgmma_cfg", cfg_) == OCT_OK;     \
+             cfg_++) {                                                                             \
+            CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));                                         \
+            if ((call) == OCT_ERR_UNSUPPORTED)                                                     \
+                continue;                                                                          \
+            RUN_CHECK(label, call);                                                                \
+        }                                                                                          \
+        oct_cuda_ctx_set(ctx, "wgmma_cfg", 0);                                                     \
+    } while (0)
+
     /* per-token x per-channel */
     oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, 0.0f, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_ROW, sa, w.q_row, OCT_SCALE_ROW, w.s_row, NULL, ref);
@@ -307,6 +321,14 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 0);
     RUN_CHECK("dyn token lt", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
                                                       0.0f, dy, OCT_CUDA_PATH_LT, NULL));
+    RUN_WGMMA("dyn token wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
+                                                         0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
+    if (k % 128 == 0)
+        RUN_CHECK("dyn token wgmma(tuned)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_WGMMA, NULL));
+    RUN_CHECK("dyn token auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
+                                                        0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk,
@@ -323,6 +345,21 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                                       dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                         dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
+    RUN_WGMMA("dyn block wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
+                                                         dsb, 0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
+    /* pre-quantized block, scales [m][k/128] as given (our GEMM reads them directly) */
+    {
+        uint8_t *dqa = dput(qa, (size_t)(m * k));
+        float *dsa = dput(sa, (size_t)(m * nkb) * 4);
+        RUN_WGMMA("prequant block wgmma",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_BLOCK128, dsa, dwb,
+                                    OCT_SCALE_BLOCK128, dsb, dy, OCT_CUDA_PATH_WGMMA, NULL));
+        RUN_CHECK("prequant block auto",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_BLOCK128, dsa, dwb,
+                                    OCT_SCALE_BLOCK128, dsb, dy, OCT_CUDA_PATH_AUTO, NULL));
+        cudaFree(dqa);
+        cudaFree(dsa);
+    }
     /* per-tensor, pre-quantized */
     {
         float st, sw1;
@@ -336,6 +373,15 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         RUN_CHECK("prequant tensor lt",
                   oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dqw, OCT_SCALE_TENSOR,
                                     dsw, dy, OCT_CUDA_PATH_LT, NULL));
+        RUN_WGMMA("prequant tensor wgmma",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dqw, OCT_SCALE_TENSOR,
+                                    dsw, dy, OCT_CUDA_PATH_WGMMA, NULL));
+        /* per-tensor activations x per-channel weights (static-scale schemes) */
+        oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_TENSOR, &st, w.q_row, OCT_SCALE_ROW, w.s_row, NULL,
+                          ref);
+        RUN_WGMMA("prequant tensor x channel wgmma",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_TENSOR, dst, dwr, OCT_SCALE_ROW,
+                                    dsr, dy, OCT_CUDA_PATH_WGMMA, NULL));
         cudaFree(dqa);
         cudaFree(dqw);
         cudaFree(dst);
@@ -364,6 +410,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                  (long long)k);
         report(what, e_ < 1e-2, "rel err %.2e", e_);
     }
+#undef RUN_WGMMA
 #undef RUN_CHECK
     cudaFree(dx);
     cudaFree(dwr);
@@ -453,13 +500,16 @@ enum {
     T_DYN_GEMV_OLD,
     T_DYN_GEMV_TMA,
     T_DYN_LT,
+    T_DYN_WG,
     T_BLK_AUTO,
+    T_BLK_WG,
     T_W8A16,
     T_QUANT,
     T_COUNT
 };
-static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv",   "gemv_old", "gemv_tma",
-                                             "dyn_lt",   "block_auto", "w8a16",    "quant_only"};
+static const char *const k_tname[T_COUNT] = {"dyn_auto", "dyn_gemv",  "gemv_old",   "gemv_tma",
+                                             "dyn_lt",   "dyn_wgmma", "block_auto", "block_wgmma",
+                                             "w8a16",    "quant_only"};
 
 static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *ms, int nm,
                        FILE *csv)
@@ -536,6 +586,14 @@ static void time_shape(oct_cuda_ctx *ctx, int64_t k, int64_t n, const int64_t *m
                 case T_DYN_LT:
                     st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
                                                  OCT_CUDA_PATH_LT, NULL);
+                    break;
+                case T_DYN_WG:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_ROW, dsr, 0, dy,
+                                                 OCT_CUDA_PATH_WGMMA, NULL);
+                    break;
+                case T_BLK_WG:
+                    st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0,
+                                                 dy, OCT_CUDA_PATH_WGMMA, NULL);
                     break;
                 case T_BLK_AUTO:
                     st = oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, w, OCT_SCALE_BLOCK128, dsb, 0,
@@ -853,6 +911,12 @@ int main(int argc, char **argv)
     }
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
+    /* octet's Hopper GEMM: ragged M and N tails of every tile shape, a K loop that
+     * wraps the ring several times */
+    check_gemm(ctx, 200, 392, 512);
+    check_gemm(ctx, 130, 264, 4096);
+    if (!quick)
+        check_gemm(ctx, 300, 1000, 2048);
     check_gemm(ctx, 256, 512, 256); /* the demo model's shapes: 2 and 6 K blocks */
     check_gemm(ctx, 256, 256, 768);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);

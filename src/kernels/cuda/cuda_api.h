@@ -84,7 +84,15 @@ oct_status oct_cuda_gemv_w8a8(int64_t m, int64_t n, int64_t k, const uint8_t *a,
  * thread-safe: one per thread / stream. */
 typedef struct oct_cuda_ctx oct_cuda_ctx;
 
-enum { OCT_CUDA_PATH_AUTO = 0, OCT_CUDA_PATH_GEMV = 1, OCT_CUDA_PATH_LT = 2 };
+/* AUTO: by M and, beyond the streaming kernel's range, whichever of octet's
+ * Hopper GEMM (its tile shapes) and cuBLASLt measured fastest on the first call
+ * of each shape; GEMV, LT, WGMMA force one. */
+enum {
+    OCT_CUDA_PATH_AUTO = 0,
+    OCT_CUDA_PATH_GEMV = 1,
+    OCT_CUDA_PATH_LT = 2,
+    OCT_CUDA_PATH_WGMMA = 3
+};
 
 oct_status oct_cuda_ctx_create(oct_cuda_ctx **out);
 void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
@@ -99,7 +107,9 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * "gemv_fused_any_grid" (1: fused even when blocks get one tile), "gemv_evict_first"
  * (L2 evict_first policy for streamed weights), "gemv_tma", "gemv_max_ctas"
  * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
- * [k/128][m]). */
+ * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also
+ * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: always its tile shape wgmma_cfg - 1;
+ * tests). */
 oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value);
 /* Name of the kernel(s) the last call used, for logs ("quant_rows+gemv_w8a8_row"). */
 const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx);

@@ -289,9 +289,31 @@ oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, cons
 /* Testing knob: cap on the fused kernel's resident blocks (0: none). */
 extern int oct_cuda_gemv_max_ctas;
 
+/* octet's Hopper FP8 GEMM (gemm_wgmma.cu, sm_90a): y [m,n] bf16 = a [m,k] x
+ * w [n,k]^T with TENSOR / ROW activation x TENSOR / ROW weight scales, or
+ * BLOCK128 x BLOCK128 (sa [r * sa_rs + kb * sa_ks], sw [ceil(n/128), k/128]).
+ * k % 128 == 0, n % 8 == 0, 16-byte aligned a and w, a compute capability 9.0
+ * device, else OCT_ERR_UNSUPPORTED.  cfg: one of the built tile shapes
+ * (oct_cuda_wgmma_num_configs; a block config for block scales).  pdl: launched
+ * with programmatic serialization (waits before reading a / sa). */
+typedef struct {
+    int64_t m, n, k;
+    const uint8_t *a, *w;
+    oct_scale_kind ka, kw;
+    const float *sa, *sw;
+    int64_t sa_rs, sa_ks;
+    uint16_t *y;
+} oct_wgmma_args;
+oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *args, int cfg, bool pdl, cudaStream_t st);
+int oct_cuda_wgmma_num_configs(void);
+const char *oct_cuda_wgmma_config_name(int cfg);
+/* cfg is a config of this scale family worth trying at this m. */
+bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n);
+
 /* ---- the context (linear.cu) ---- */
 
-typedef struct oct_lt_plan oct_lt_plan; /* gemm_lt.cu */
+typedef struct oct_lt_plan oct_lt_plan;     /* gemm_lt.cu */
+typedef struct oct_mm_choice oct_mm_choice; /* linear.cu */
 
 struct oct_cuda_ctx {
     void *lt;    /* cublasLtHandle_t */
@@ -313,6 +335,11 @@ struct oct_cuda_ctx {
     int64_t gemv_fused_max_m;  /* GEMV path, per-token scales: fused quantization up to this M */
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
     int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */
+    int wgmma;                 /* 0: the auto path never uses gemm_wgmma.cu */
+    int wgmma_cfg;             /* > 0: always wgmma config wgmma_cfg - 1 (tests) */
+    oct_mm_choice *choices;    /* measured wgmma-or-cuBLASLt choice per shape */
+    void *l2_flush;            /* 2 x L2 bytes, overwritten before each tuning run */
+    size_t l2_flush_bytes;
     char last_kernel[64];
 };
 

@@ -18,6 +18,7 @@
 // that ends its use.  The first S stages are requested before griddepcontrol.wait
 // (programmatic dependent launch after the activation quantizer).
 #include "kernels/cuda/cuda_impl.h"
+#include "kernels/cuda/hopper.h"
 
 namespace
 {
@@ -28,71 +29,6 @@ constexpr int kKS = 1024;            // K bytes per stage and row
 constexpr int kRowStride = kKS + 64; // padded smem row
 constexpr int kStageBytes = kRows * kRowStride;
 constexpr int kStages = 4;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-#endif
-
-__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-#endif
-}
-
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-                 "r"(bytes)
-                 : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n"
-                 "}\n" ::"r"(smem_u32(bar)),
-                 "r"(parity)
-                 : "memory");
-#endif
-}
-
-__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-            "r"(smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(smem_u32(bar))
-        : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4 (&w)[4], uint4 x0, uint4 x1)
-{
-    mma_e4m3(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
-    mma_e4m3(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
-    mma_e4m3(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
-    mma_e4m3(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
-}
 
 template <int MT, bool BLK>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -120,18 +56,16 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int tile = (int)blockIdx.x + (q / nks) * (int)gridDim.x;
         const int ks = q % nks;
         const int rows = min(kRows, n - tile * kRows);
-        mbar_expect_tx(&full[st], (uint32_t)(rows * kKS));
+        oct_mbar_expect_tx(&full[st], (uint32_t)(rows * kKS));
         for (int r = 0; r < rows; r++)
-            bulk_g2s(ring + st * kStageBytes + r * kRowStride,
-                     w + (size_t)(tile * kRows + r) * k + (size_t)ks * kKS, kKS, &full[st]);
+            oct_bulk_g2s(ring + st * kStageBytes + r * kRowStride,
+                         w + (size_t)(tile * kRows + r) * k + (size_t)ks * kKS, kKS, &full[st]);
     };
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; s++)
-            mbar_init(&full[s], 1);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
+            oct_mbar_init(&full[s], 1);
+        oct_mbar_init_fence();
     }
     __syncthreads();
     if (threadIdx.x == 0)
@@ -164,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             x0[mt] = __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)kc * 128));
             x1[mt] = __ldg(reinterpret_cast<const uint4 *>(a + aoff[mt] + (size_t)kc * 128 + 64));
         }
-        mbar_wait(&full[st], (uint32_t)((q / kStages) & 1));
+        oct_mbar_wait(&full[st], (uint32_t)((q / kStages) & 1));
         const uint8_t *sp = ring + st * kStageBytes + warp * 128 + 16 * t;
         uint4 wf[4];
         wf[0] = *reinterpret_cast<const uint4 *>(sp + g * kRowStride);
@@ -176,7 +110,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma_chunk(p, wf, x0[mt], x1[mt]);
+                oct_mma_chunk(p, wf, x0[mt], x1[mt]);
                 const int tk0 = min(mt * 8 + 2 * t, m - 1), tk1 = min(mt * 8 + 2 * t + 1, m - 1);
                 const float s0 = __ldg(sa + (size_t)tk0 * nkb + kc);
                 const float s1 = __ldg(sa + (size_t)tk1 * nkb + kc);
@@ -188,7 +122,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         } else {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
-                mma_chunk(acc[mt], wf, x0[mt], x1[mt]);
+                oct_mma_chunk(acc[mt], wf, x0[mt], x1[mt]);
         }
         __syncthreads(); // everyone is done with stage st
         if (threadIdx.x == 0 && q + kStages < steps)

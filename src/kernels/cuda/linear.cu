@@ -1,7 +1,9 @@
 // linear.cu — the CUDA linear-layer entry points: a context (cuBLASLt handle,
 // workspace, activation scratch), FP8 W8A8 with dynamic activation quantization
-// (per-token or 1x128 groups) and pre-quantized FP8 GEMMs, each choosing between
-// the small-M streaming kernel (gemv_fp8.cu) and cuBLASLt (gemm_lt.cu) by M.
+// (per-token or 1x128 groups) and pre-quantized FP8 GEMMs.  By M: the small-M
+// streaming kernel (gemv_fp8.cu), else whichever of octet's Hopper GEMM
+// (gemm_wgmma.cu, each tile shape) and cuBLASLt (gemm_lt.cu) measured fastest on
+// the first call of the shape.
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +26,16 @@
 #define OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT 2
 #define OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT 8192
 #define OCT_CUDA_LT_WS_BYTES ((size_t)32 << 20)
+
+// The measured choice for one shape (large_gemm below).
+struct oct_mm_choice {
+    int64_t m, n, k; // m: the power-of-two bucket
+    int ka, kw;
+    int wg_ok, lt_ok; // which candidates were allowed
+    int cfg;          // >= 0: wgmma config; -1: cuBLASLt; -2: neither runs
+    int wg_cfg;       // the fastest wgmma config (-1: none), for M where cuBLASLt has no kernel
+    oct_mm_choice *next;
+};
 
 oct_status oct_cuda_grow(void **buf, size_t *have, size_t need)
 {
@@ -58,7 +70,11 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     c->gemv_max_m_block = OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT;
     c->gemv_fused_max_m = OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT;
     c->gemv_fused_max_mk = OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT;
-    const char *env = getenv("OCTET_CUDA_GEMV_MAX_M");
+    c->wgmma = 1;
+    const char *env = getenv("OCTET_CUDA_WGMMA");
+    if (env && *env)
+        c->wgmma = atoi(env) != 0;
+    env = getenv("OCTET_CUDA_GEMV_MAX_M");
     if (env && *env)
         c->gemv_max_m = atoll(env);
     env = getenv("OCTET_CUDA_GEMV_FUSED_MAX_M");
@@ -87,6 +103,11 @@ extern "C" void oct_cuda_ctx_free(oct_cuda_ctx *c)
     if (!c)
         return;
     oct_cuda_lt_free_plans(c);
+    while (c->choices) {
+        oct_mm_choice *h = c->choices;
+        c->choices = h->next;
+        free(h);
+    }
     if (c->lt)
         cublasLtDestroy((cublasLtHandle_t)c->lt);
     cudaFree(c->lt_ws);
@@ -95,6 +116,7 @@ extern "C" void oct_cuda_ctx_free(oct_cuda_ctx *c)
     cudaFree(c->one);
     cudaFree(c->d32);
     cudaFree(c->swpad);
+    cudaFree(c->l2_flush);
     free(c);
 }
 
@@ -129,7 +151,13 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_evict_first = value != 0;
     else if (!strcmp(key, "gemv_max_ctas"))
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
-    else if (!strcmp(key, "lt_block_mn_major"))
+    else if (!strcmp(key, "wgmma"))
+        c->wgmma = value != 0;
+    else if (!strcmp(key, "wgmma_cfg")) {
+        if (value < 0 || value > oct_cuda_wgmma_num_configs())
+            return OCT_ERR_INVALID_ARG;
+        c->wgmma_cfg = (int)value;
+    } else if (!strcmp(key, "lt_block_mn_major"))
         c->lt_block_mn_major = (int)value;
     else
         return OCT_ERR_INVALID_ARG;
@@ -141,12 +169,128 @@ extern "C" const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *c)
     return c ? c->last_kernel : "";
 }
 
+// ---- large M: octet's Hopper GEMM or cuBLASLt, measured per shape ----
+
+// Median of 5 timed runs after a warm-up (which also tunes cuBLASLt's plan), each
+// after an L2 flush: in a model the weights stream from DRAM (they are far larger
+// than the L2), and a warm-L2 timing ranks the tile shapes differently (first
+// H200 run: 64x128 tiles "won" at 4096->6144 M = 128 and took 25.2 us under
+// do_bench's flush, against cuBLASLt's 22.4).  1e30 when the call fails.
+template <class F> static float time_median_ms(oct_cuda_ctx *c, F run, cudaStream_t st)
+{
+    enum { kReps = 5 };
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (!c->l2_flush) {
+        int dev = 0, l2 = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess && l2 > 0)
+            oct_cuda_grow(&c->l2_flush, &c->l2_flush_bytes, 2 * (size_t)l2);
+    }
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess ||
+        run() != OCT_OK || cudaStreamSynchronize(st) != cudaSuccess) {
+        cudaGetLastError();
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        return 1e30f;
+    }
+    float t[kReps];
+    for (int r = 0; r < kReps; r++) {
+        t[r] = 1e30f;
+        if (c->l2_flush)
+            cudaMemsetAsync(c->l2_flush, r, c->l2_flush_bytes, st);
+        cudaEventRecord(e0, st);
+        const oct_status s = run();
+        cudaEventRecord(e1, st);
+        if (s != OCT_OK || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&t[r], e0, e1) != cudaSuccess)
+            t[r] = 1e30f;
+        for (int i = r; i > 0 && t[i] < t[i - 1]; i--) { // insertion sort
+            const float x = t[i];
+            t[i] = t[i - 1];
+            t[i - 1] = x;
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return t[kReps / 2];
+}
+
+static oct_status run_wgmma(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, bool pdl,
+                            cudaStream_t st)
+{
+    const oct_status s = oct_cuda_wgmma_gemm(g, cfg, pdl, st);
+    if (s == OCT_OK)
+        snprintf(c->last_kernel, sizeof c->last_kernel, "%s", oct_cuda_wgmma_config_name(cfg));
+    return s;
+}
+
+static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t st)
+{
+    return oct_cuda_lt_gemm(c, g->m, g->n, g->k, g->a, g->ka, g->sa, g->w, g->kw, g->sw, g->y, st);
+}
+
+// y = a w^T beyond the streaming kernel's M.  Candidates: every gemm_wgmma.cu
+// tile shape that fits (unless path is LT or the "wgmma" knob is off) and
+// cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads them, and path
+// is not WGMMA).  The first call of each (power-of-two bucket of m, n, k, scale
+// kinds) times them all on the caller's buffers and keeps the fastest, so it is
+// slow and must not be captured into a CUDA graph.  pdl: the wgmma kernel follows our quantizer.
+static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path, bool pdl,
+                             bool lt_ok, cudaStream_t st)
+{
+    const bool block = g->ka == OCT_SCALE_BLOCK128;
+    const int wg_ok = path == OCT_CUDA_PATH_WGMMA || (path != OCT_CUDA_PATH_LT && c->wgmma);
+    lt_ok = lt_ok && path != OCT_CUDA_PATH_WGMMA;
+    if (wg_ok && c->wgmma_cfg > 0)
+        return run_wgmma(c, g, c->wgmma_cfg - 1, pdl, st);
+    oct_mm_choice *ch = c->choices;
+    // One measurement per power-of-two bucket of M (M changes every step under
+    // continuous batching; each new bucket is measured once, at the first M seen).
+    int64_t mb = 1;
+    while (mb < g->m)
+        mb *= 2;
+    while (ch && !(ch->m == mb && ch->n == g->n && ch->k == g->k && ch->ka == g->ka &&
+                   ch->kw == g->kw && ch->wg_ok == wg_ok && ch->lt_ok == (int)lt_ok))
+        ch = ch->next;
+    if (!ch) {
+        ch = (oct_mm_choice *)calloc(1, sizeof *ch);
+        if (!ch)
+            return OCT_ERR_NOMEM;
+        *ch = oct_mm_choice{mb, g->n, g->k, g->ka, g->kw, wg_ok, lt_ok, -2, -1, c->choices};
+        float best = 1e30f;
+        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs(); i++) {
+            if (!oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+                continue;
+            const float t = time_median_ms(
+                c, [&] { return oct_cuda_wgmma_gemm(g, i, false, st); }, st);
+            if (t < best) {
+                best = t;
+                ch->cfg = ch->wg_cfg = i;
+            }
+        }
+        if (lt_ok && time_median_ms(
+                         c, [&] { return run_lt(c, g, st); }, st) < best)
+            ch->cfg = -1;
+        c->choices = ch;
+    }
+    if (ch->cfg >= 0)
+        return run_wgmma(c, g, ch->cfg, pdl, st);
+    if (ch->cfg == -1) {
+        const oct_status s = run_lt(c, g, st);
+        // cuBLASLt has block kernels only for M % 4 == 0: another M of the bucket
+        if (s == OCT_ERR_UNSUPPORTED && ch->wg_cfg >= 0)
+            return run_wgmma(c, g, ch->wg_cfg, pdl, st);
+        return s;
+    }
+    return OCT_ERR_UNSUPPORTED;
+}
+
 static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int path,
                      oct_scale_kind kind)
 {
     if (path == OCT_CUDA_PATH_GEMV)
         return true;
-    if (path == OCT_CUDA_PATH_LT)
+    if (path == OCT_CUDA_PATH_LT || path == OCT_CUDA_PATH_WGMMA)
         return false;
     const int64_t max_m = kind == OCT_SCALE_BLOCK128 ? c->gemv_max_m_block : c->gemv_max_m;
     if (k % 128 != 0 || m > max_m)
@@ -190,8 +334,9 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
             return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true,
                                              st);
         }
-        return oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_ROW, c->s, w, OCT_SCALE_ROW, sw, yo,
-                                st);
+        const oct_wgmma_args g = {m,    n,  k, c->q, w, OCT_SCALE_ROW, OCT_SCALE_ROW,
+                                  c->s, sw, 0, 0,    yo};
+        return large_gemm(c, &g, path, true, true, st);
     }
     const bool mn = !gemv && c->lt_block_mn_major;
     s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
@@ -202,17 +347,21 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
         return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
                                          st);
     }
-    s = oct_cuda_lt_gemm(c, m, n, k, c->q, OCT_SCALE_BLOCK128, c->s, w, OCT_SCALE_BLOCK128, sw, yo,
-                         st);
+    // Scales [k/128][m] when cuBLASLt may run (it reads them so), else [m][k/128].
+    const oct_wgmma_args g = {
+        m,          n, k, c->q, w, OCT_SCALE_BLOCK128, OCT_SCALE_BLOCK128, c->s, sw, mn ? 1 : nkb,
+        mn ? m : 1, yo};
+    s = large_gemm(c, &g, path, true, mn, st);
     if (s == OCT_ERR_UNSUPPORTED && path == OCT_CUDA_PATH_AUTO && k % 128 == 0) {
-        // cuBLASLt has no block-scaled kernel here: the streaming kernel, 64 tokens
-        // per weight pass (requantize in its scale layout if we used the other).
+        // Neither runs here (cuBLASLt has no block kernel for M % 4 != 0, and no
+        // Hopper GEMM off sm_90): the streaming kernel, 64 tokens per weight pass
+        // (requantize in its scale layout if we used the other).
         if (mn) {
             s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, nkb, 1, st);
             if (s != OCT_OK)
                 return s;
         }
-        snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block(lt refused)");
+        snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block(fallback)");
         return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
                                          st);
     }
@@ -249,8 +398,16 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
     }
     if (path == OCT_CUDA_PATH_GEMV)
         return OCT_ERR_UNSUPPORTED;
+    const int64_t nkb = (k + 127) / 128;
+    const oct_wgmma_args g = {m, n, k, a, w, ka, kw, sa, sw, nkb, 1, yo};
     if (ka == OCT_SCALE_BLOCK128 && kw == OCT_SCALE_BLOCK128 && c->lt_block_mn_major) {
-        const int64_t nkb = (k + 127) / 128;
+        // Our GEMM reads the [m][k/128] scales as they are; cuBLASLt needs them
+        // transposed, so it runs only when ours cannot.
+        if (path != OCT_CUDA_PATH_LT) {
+            oct_status s = large_gemm(c, &g, path, false, false, st);
+            if (s != OCT_ERR_UNSUPPORTED || path == OCT_CUDA_PATH_WGMMA)
+                return s;
+        }
         oct_status s =
             oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)(m * nkb) * sizeof(float));
         if (s != OCT_OK)
@@ -258,7 +415,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         transpose_scales<<<(unsigned)((m * nkb + 255) / 256), 256, 0, st>>>(sa, m, nkb, c->s);
         if (cudaGetLastError() != cudaSuccess)
             return OCT_ERR_INTERNAL;
-        sa = c->s;
+        return oct_cuda_lt_gemm(c, m, n, k, a, ka, c->s, w, kw, sw, yo, st);
     }
-    return oct_cuda_lt_gemm(c, m, n, k, a, ka, sa, w, kw, sw, yo, st);
+    return large_gemm(c, &g, path, false, true, st);
 }

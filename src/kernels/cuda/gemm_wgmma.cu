@@ -1,0 +1,367 @@
+// gemm_wgmma.cu — octet's own Hopper FP8 GEMM (sm_90a): the copy engine (TMA)
+// feeds a shared-memory ring, warpgroup MMAs (wgmma, QGMMA in the SASS) multiply,
+// and the scales are applied in registers, so no f32 intermediate and no second
+// pass.  y[m,n] bf16 = a[m,k] (E4M3) x w[n,k]^T (E4M3), scales:
+//   per-tensor / per-token activations x per-tensor / per-channel weights:
+//       y = bf16(sa[r] * (sw[c] * sum_k a w))          (the CPU epilogue order)
+//   1x128 activation groups x 128x128 weight blocks: each 128-wide K block's
+//       partial sum is scaled by sa[r, kb] * sw[c/128, kb] and added in f32.
+//
+// Block layout: one CTA = one BM x BN output tile (BM = 64 per consumer
+// warpgroup), K walked in 128-byte steps.  A producer warp's single thread loads
+// each step's a and w boxes with the tensor copy engine (128-byte swizzle, the
+// layout wgmma's descriptors read) into an S-stage ring, arriving on a "full"
+// mbarrier; each consumer warpgroup runs 4 wgmma m64nBNk32 per step from shared
+// memory and arrives on the stage's "empty" mbarrier once its MMAs have read it.
+// With programmatic dependent launch (after the activation quantizer) the
+// producer requests the first S weight boxes before it waits for the quantizer.
+// Tiles are ordered in groups of 8 M-tiles so consecutive CTAs share weight
+// boxes in L2.  Rows / columns past m / n are zero-filled by the copy engine and
+// never stored.
+//
+// Several tile shapes are built (kConfigs); which one runs, or cuBLASLt instead,
+// is measured per shape on first use (linear.cu).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+
+#include "kernels/cuda/cuda_impl.h"
+#include "kernels/cuda/hopper.h"
+
+namespace
+{
+
+constexpr int kBK = 128;                    // K bytes per ring stage (one 128-byte swizzle row)
+[[maybe_unused]] constexpr int kGroupM = 8; // M-tiles per tile group (L2 reuse of weight boxes)
+
+struct Params {
+    int m, n, k, nkb;
+    int tiles_m, tiles_n;
+    const float *sa, *sw;
+    int sa_step, sw_step; // per-token / per-channel: 1; per-tensor: 0
+    int64_t sa_rs, sa_ks; // block scales: sa[r * sa_rs + kb * sa_ks]
+    uint16_t *y;
+    int pdl;
+};
+
+template <int NC, int BN, int S> struct Shape {
+    static constexpr int BM = 64 * NC;
+    static constexpr int A_BYTES = BM * kBK;
+    static constexpr int W_BYTES = BN * kBK;
+    static constexpr int STAGE = A_BYTES + W_BYTES; // a multiple of 1024 (swizzle atoms)
+    static constexpr int THREADS = (NC + 1) * 128;
+    static constexpr size_t SMEM = 1024 + (size_t)S * STAGE + 2 * S * sizeof(uint64_t);
+};
+
+[[maybe_unused]] __device__ __forceinline__ void store_bf16x2(uint16_t *p, float a, float b)
+{
+    const uint32_t v = (uint32_t)oct_f32_to_bf16_dev(a) | ((uint32_t)oct_f32_to_bf16_dev(b) << 16);
+    *reinterpret_cast<uint32_t *>(p) = v;
+}
+
+// MINB CTAs per SM (register cap (NC+1)*128*MINB threads); with two consumer
+// warpgroups the producer gives its registers to them (setmaxnreg): 40 / 232 at
+// one CTA per SM, 24 / 104 at two.
+template <int NC, int BN, int S, bool BLK, int MINB>
+__global__ void __launch_bounds__((NC + 1) * 128, MINB)
+    gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_w, const Params p)
+{
+#ifdef OCT_HAS_WGMMA
+    using T = Shape<NC, BN, S>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
+    uint64_t *empty = full + S;
+
+    const int wg = threadIdx.x / 128;
+    const int per_group = kGroupM * p.tiles_n;
+    const int pid = blockIdx.x;
+    const int first_m = pid / per_group * kGroupM;
+    const int gsz = min(p.tiles_m - first_m, kGroupM);
+    const int tm = first_m + pid % per_group % gsz;
+    const int tn = pid % per_group / gsz;
+    const int m0 = tm * T::BM, n0 = tn * BN;
+    const int nk = p.k / kBK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            oct_mbar_init(&full[s], 1);
+            oct_mbar_init(&empty[s], NC * 128);
+        }
+        oct_mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == NC) { // producer warpgroup: one thread issues every copy
+        if constexpr (NC > 1)
+            oct_setmaxnreg_dec<MINB == 1 ? 40 : 24>();
+        if (threadIdx.x == NC * 128) {
+            oct_tma_prefetch_map(&map_a);
+            oct_tma_prefetch_map(&map_w);
+            const int pre = min(S, nk);
+            for (int kb = 0; kb < pre; kb++) { // weights do not depend on the previous kernel
+                oct_mbar_expect_tx(&full[kb], T::STAGE);
+                oct_tma_load_2d(smem + kb * T::STAGE + T::A_BYTES, &map_w, &full[kb], kb * kBK, n0);
+            }
+            if (p.pdl)
+                oct_pdl_wait();
+            for (int kb = 0; kb < pre; kb++)
+                oct_tma_load_2d(smem + kb * T::STAGE, &map_a, &full[kb], kb * kBK, m0);
+            for (int kb = pre; kb < nk; kb++) {
+                const int s = kb % S;
+                oct_mbar_wait(&empty[s], ((kb / S) & 1) ^ 1);
+                oct_mbar_expect_tx(&full[s], T::STAGE);
+                oct_tma_load_2d(smem + s * T::STAGE + T::A_BYTES, &map_w, &full[s], kb * kBK, n0);
+                oct_tma_load_2d(smem + s * T::STAGE, &map_a, &full[s], kb * kBK, m0);
+            }
+        }
+        return;
+    }
+
+    if constexpr (NC > 1)
+        oct_setmaxnreg_inc<MINB == 1 ? 232 : 104>();
+    if (p.pdl)
+        oct_pdl_wait(); // the activation scales come from the previous kernel
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        acc[i] = 0.0f;
+    float part[BLK ? BN / 2 : 1];
+#pragma unroll
+    for (int i = 0; i < (BLK ? BN / 2 : 1); i++)
+        part[i] = 0.0f;
+
+    for (int kb = 0; kb < nk; kb++) {
+        const int s = kb % S;
+        oct_mbar_wait(&full[s], (kb / S) & 1);
+        const uint8_t *stage = smem + (size_t)s * T::STAGE;
+        const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
+        const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
+        if constexpr (BLK) {
+            oct_wgmma_reg_fence(part);
+            oct_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
+                oct_wgmma_e4m3<BN>(part, da + 2 * kk, dw + 2 * kk, kk);
+            oct_wgmma_commit();
+            // The scales while the tensor cores run.
+            const float sw = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
+            const float s0 = __ldg(p.sa + min(r0, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
+            const float s1 = __ldg(p.sa + min(r1, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
+            oct_wgmma_wait<0>();
+            oct_wgmma_reg_fence(part);
+            oct_mbar_arrive(&empty[s]);
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
+                acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
+                acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
+                acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
+            }
+        } else {
+            oct_wgmma_reg_fence(acc);
+            oct_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kBK / 32; kk++)
+                oct_wgmma_e4m3<BN>(acc, da + 2 * kk, dw + 2 * kk, 1);
+            oct_wgmma_commit();
+            // Keep this step's MMAs in flight; the previous step's are done, so
+            // its stage can be refilled.
+            oct_wgmma_wait<1>();
+            oct_wgmma_reg_fence(acc);
+            if (kb > 0)
+                oct_mbar_arrive(&empty[(kb - 1) % S]);
+        }
+    }
+    oct_wgmma_wait<0>();
+    oct_wgmma_reg_fence(acc);
+
+    float sa0 = 1.0f, sa1 = 1.0f;
+    if constexpr (!BLK) {
+        sa0 = __ldg(p.sa + (size_t)min(r0, p.m - 1) * p.sa_step);
+        sa1 = __ldg(p.sa + (size_t)min(r1, p.m - 1) * p.sa_step);
+    }
+    uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int c = n0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
+        if (c >= p.n)
+            continue;
+        if constexpr (BLK) {
+            if (r0 < p.m)
+                store_bf16x2(y0 + c, acc[4 * j + 0], acc[4 * j + 1]);
+            if (r1 < p.m)
+                store_bf16x2(y1 + c, acc[4 * j + 2], acc[4 * j + 3]);
+        } else {
+            const float w0 = __ldg(p.sw + (size_t)c * p.sw_step);
+            const float w1 = __ldg(p.sw + (size_t)(c + 1) * p.sw_step);
+            if (r0 < p.m)
+                store_bf16x2(y0 + c, sa0 * (w0 * acc[4 * j + 0]), sa0 * (w1 * acc[4 * j + 1]));
+            if (r1 < p.m)
+                store_bf16x2(y1 + c, sa1 * (w0 * acc[4 * j + 2]), sa1 * (w1 * acc[4 * j + 3]));
+        }
+    }
+#endif
+}
+
+typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const Params &, unsigned,
+                                 bool, cudaStream_t);
+
+template <int NC, int BN, int S, bool BLK, int MINB = 1>
+cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
+                   bool pdl, cudaStream_t st)
+{
+    using T = Shape<NC, BN, S>;
+    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB>;
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T::SMEM);
+    if (e != cudaSuccess)
+        return e;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = oct_cuda_launch_config(grid, T::THREADS, T::SMEM, st, pdl, &attr);
+    return cudaLaunchKernelEx(&cfg, kern, ma, mw, p);
+}
+
+struct Config {
+    const char *name;
+    int bm, bn;
+    bool blk;
+    launch_fn fn;
+};
+
+// Tile shapes (BM x BN, ring stages, CTAs per SM).  64-row tiles with narrow N
+// spread small and mid M over all SMs; 128 x 256 is the large-M shape (two
+// consumer warpgroups, 128 accumulator registers each, setmaxnreg 232); the "x2"
+// shapes fit two CTAs per SM (a small ring each), so one CTA's prologue and
+// epilogue overlap the other's main loop.
+const Config kConfigs[] = {
+    {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
+    {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
+    {"wgmma_64x128", 64, 128, false, launch<1, 128, 6, false>},
+    {"wgmma_128x64", 128, 64, false, launch<2, 64, 8, false>},
+    {"wgmma_128x128", 128, 128, false, launch<2, 128, 6, false>},
+    {"wgmma_128x256", 128, 256, false, launch<2, 256, 4, false>},
+    {"wgmma_64x128_x2", 64, 128, false, launch<1, 128, 4, false, 2>},
+    {"wgmma_128x64_x2", 128, 64, false, launch<2, 64, 4, false, 2>},
+    {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
+    {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
+    {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
+};
+constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f = NULL;
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+    }();
+    return fn;
+}
+
+// rows x k bytes, row-major; boxes of box_rows x 128 bytes, 128-byte swizzle.
+bool make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int box_rows)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    if (!enc)
+        return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)k};
+    const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows};
+    const cuuint32_t estr[2] = {1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box,
+               estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// 1: the current device is compute capability 9.0 (wgmma, sm_90a code present).
+bool device_is_sm90(void)
+{
+    static std::atomic<int> cache[16];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return false;
+    if (dev >= 0 && dev < 16) {
+        int v = cache[dev].load(std::memory_order_relaxed);
+        if (v)
+            return v == 1;
+    }
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    const bool ok = major == 9 && minor == 0;
+    if (dev >= 0 && dev < 16)
+        cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
+    return ok;
+}
+
+} // namespace
+
+int oct_cuda_wgmma_num_configs(void)
+{
+    return kNumConfigs;
+}
+
+const char *oct_cuda_wgmma_config_name(int cfg)
+{
+    return cfg >= 0 && cfg < kNumConfigs ? kConfigs[cfg].name : "";
+}
+
+bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n)
+{
+    if (cfg < 0 || cfg >= kNumConfigs || kConfigs[cfg].blk != block)
+        return false;
+    (void)n;
+    // A 128-row tile is wasted below 65 rows.
+    return !(kConfigs[cfg].bm == 128 && m <= 64);
+}
+
+oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaStream_t st)
+{
+    const bool block = g->ka == OCT_SCALE_BLOCK128;
+    if (cfg < 0 || cfg >= kNumConfigs)
+        return OCT_ERR_INVALID_ARG;
+    if (kConfigs[cfg].blk != block) // a tile shape of the other scale family
+        return OCT_ERR_UNSUPPORTED;
+    if (block ? g->kw != OCT_SCALE_BLOCK128
+              : ((g->ka != OCT_SCALE_TENSOR && g->ka != OCT_SCALE_ROW) ||
+                 (g->kw != OCT_SCALE_TENSOR && g->kw != OCT_SCALE_ROW)))
+        return OCT_ERR_UNSUPPORTED;
+    if (g->k % kBK != 0 || g->n % 8 != 0 || g->m > INT32_MAX / 2 || g->n > INT32_MAX / 2 ||
+        g->k > INT32_MAX / 2 || ((uintptr_t)g->a | (uintptr_t)g->w) % 16 != 0 || !device_is_sm90())
+        return OCT_ERR_UNSUPPORTED;
+    if (g->m == 0)
+        return OCT_OK;
+    const Config &c = kConfigs[cfg];
+    CUtensorMap ma, mw;
+    if (!make_map(&ma, g->a, g->m, g->k, c.bm) || !make_map(&mw, g->w, g->n, g->k, c.bn))
+        return OCT_ERR_UNSUPPORTED;
+    Params p;
+    p.m = (int)g->m;
+    p.n = (int)g->n;
+    p.k = (int)g->k;
+    p.nkb = (int)(g->k / kBK);
+    p.tiles_m = (int)((g->m + c.bm - 1) / c.bm);
+    p.tiles_n = (int)((g->n + c.bn - 1) / c.bn);
+    p.sa = g->sa;
+    p.sw = g->sw;
+    p.sa_step = g->ka == OCT_SCALE_ROW;
+    p.sw_step = g->kw == OCT_SCALE_ROW;
+    p.sa_rs = g->sa_rs;
+    p.sa_ks = g->sa_ks;
+    p.y = g->y;
+    p.pdl = pdl;
+    const int64_t grid = (int64_t)p.tiles_m * p.tiles_n;
+    if (grid > INT32_MAX)
+        return OCT_ERR_UNSUPPORTED;
+    return oct_cuda_check(c.fn(ma, mw, p, (unsigned)grid, pdl, st));
+}
