@@ -18,6 +18,9 @@ triton.testing.do_bench, which flushes the L2 before every call):
   oct_gemv_tma        the streaming kernel's bulk-copy variant (slower; kept for comparison)
   oct_blk    octet block FP8 (1x128 activations, 128x128 weights), dynamic quant included
   oct_w8a16  octet FP8 weights x bf16 activations (no activation quantization)
+A second table (--graph-ms) times bf16, pt_tensor and oct for small M inside CUDA graphs
+(many calls per graph over rotated weight copies, so launch gaps shrink as in a
+graph-captured decode step and no call finds its weights in L2).
 Before timing, every octet output is checked against a float32 torch reference
 (dequantized codes, fp32 matmul) and octet's activation codes/scales against torch's
 quantization bit for bit.  torch is only the yardstick: octet never calls it.
@@ -108,6 +111,85 @@ def rel(y, ref):
     return ((y - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def graph_us(calls, reps=20):
+    """Per-call µs of `calls` (one call per weight copy, copies rotated so no call finds
+    its weights in L2) captured into one CUDA graph and replayed: launch overhead
+    and inter-kernel gaps as a decode step under CUDA graphs sees them (vLLM
+    captures its decode steps).  Each call reads torch's current stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:  # warm-up outside capture: octet tunes its choice on first use
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def graph_table(lib, ctx, shapes, ms):
+    """The M <= 256 columns again, each call inside a CUDA graph with rotated weights."""
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    out = []
+    for (k, n) in shapes:
+        w = (torch.randn(n, k, device=dev) * 0.02).to(torch.bfloat16)
+        wq_r, sw_r = quant_rows(w)
+        wq_t, sw_t = quant_tensor(w)
+        sw_r1 = sw_r.reshape(-1).contiguous()
+        nb = max(2, math.ceil(3 * l2 / (n * k * 2)))   # bf16 copies past 3x L2
+        nq = max(2, math.ceil(3 * l2 / (n * k)))       # fp8 copies
+        w16 = [w.clone() for _ in range(nb)]
+        w8 = [wq_r.clone() for _ in range(nq)]
+        w8t = [wq_t.clone() for _ in range(nq)]
+        for m in ms:
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            xq_t, sx_t = quant_tensor(x)
+
+            def oct_call(wi):
+                def f():
+                    st = torch.cuda.current_stream().cuda_stream
+                    r = lib.oct_cuda_linear_fp8_dyn(ctx, m, n, k, x.data_ptr(), wi.data_ptr(),
+                                                    SCALE_ROW, sw_r1.data_ptr(), 0.0, y.data_ptr(),
+                                                    PATH_AUTO, st)
+                    if r != 0:
+                        raise RuntimeError(f"oct_cuda_linear_fp8_dyn status {r}")
+                return f
+            def safe(calls):
+                try:
+                    return graph_us(calls)
+                except Exception as e:  # noqa: BLE001 - a capture failure is reported
+                    print(f"# graph m={m} {k}x{n}: {type(e).__name__}: {str(e)[:160]}", flush=True)
+                    torch.cuda.synchronize()
+                    return float("nan")
+            r = dict(m=m, k=k, n=n)
+            r["bf16"] = safe([lambda wi=wi: F.linear(x, wi) for wi in w16])
+            r["pt_tensor"] = safe([lambda wi=wi: torch._scaled_mm(
+                xq_t, wi.t(), scale_a=sx_t, scale_b=sw_t, out_dtype=torch.bfloat16) for wi in w8t])
+            r["oct"] = safe([oct_call(wi) for wi in w8])
+            r["kernel"] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            out.append(r)
+            print(f"graph {m:5d} {k:5d}x{n:<5d} bf16 {r['bf16']:7.1f} pt_t {r['pt_tensor']:7.1f} "
+                  f"oct {r['oct']:7.1f} x{r['bf16'] / r['oct']:.2f} [{r['kernel']}]", flush=True)
+        del w, wq_r, wq_t, w16, w8, w8t
+        torch.cuda.empty_cache()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
@@ -121,6 +203,8 @@ def main():
                     help="also time the streaming path with fused quantization and the L2 "
                          "evict_first policy switched off / on separately (M <= 16)")
     ap.add_argument("--no-tma", action="store_true", help="skip the bulk-copy variant's column")
+    ap.add_argument("--graph-ms", default="1,2,4,8,16,32,64,128,256",
+                    help="M values of the CUDA-graph table ('' to skip it)")
     args = ap.parse_args()
     ms = [int(v) for v in args.ms.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -304,6 +388,11 @@ def main():
                 lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", 1)
                 print(f"      variants m={m} {k}x{n}: old {r['v_old']:.1f} ef {r['v_ef']:.1f} "
                       f"fused {r['v_fused']:.1f} fused+ef {r['v_fused_ef']:.1f}", flush=True)
+            if m <= 16:  # A/B: the persistent streaming kernel (default) vs the plain one
+                lib.oct_cuda_ctx_set(ctx, b"gemv_persist", 0)
+                r["oct_plain"] = bench(lambda: oct_dyn(PATH_AUTO))
+                r["kernel_plain"] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+                lib.oct_cuda_ctx_set(ctx, b"gemv_persist", 1)
             r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
             r["oct_wg"] = bench(lambda: oct_dyn(PATH_WGMMA))
             r["oct_pre"] = bench(oct_pre)
@@ -322,10 +411,13 @@ def main():
         del w, wq_r, wq_t, wq_b, w_deq_r, w_deq_b
         torch.cuda.empty_cache()
 
+    graph_rows = []
+    if args.graph_ms:
+        graph_rows = graph_table(lib, ctx, shapes, [int(v) for v in args.graph_ms.split(",")])
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm_cuda.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-                       checks=checks), f, indent=1)
+                       checks=checks, graph_rows=graph_rows), f, indent=1)
     print(f"\n# checks: {len(checks) - failures} passed, {failures} failed; {time.time() - t_start:.0f} s")
     print("\n| M | K→N | bf16 µs | pt fp8 tensor µs | pt fp8 row µs | pt dyn-quant µs | octet dyn µs "
           "| kernel | octet lt µs | octet wgmma µs | octet pre-quant row µs | octet block µs | block kernel "
@@ -350,6 +442,23 @@ def main():
                 print(f"| {r['m']} | {r['k']}→{r['n']} | {r['v_old']:.1f} | {r['v_ef']:.1f} | "
                       f"{r['v_fused']:.1f} | {r['v_fused_ef']:.1f} | {r['oct_w8a16']:.1f} | "
                       f"{r['oct']:.1f} | {r['v_old'] / r['oct']:.2f} |")
+    print("\n# streaming path, M <= 16: shipped auto path vs the same with the persistent kernel off")
+    print("| M | K→N | auto µs | kernel | plain streaming µs | kernel | plain/auto |")
+    print("|---:|---|---:|---|---:|---|---:|")
+    for r in rows:
+        if "oct_plain" in r:
+            print(f"| {r['m']} | {r['k']}→{r['n']} | {r['oct']:.1f} | {r['kernel']} | "
+                  f"{r['oct_plain']:.1f} | {r['kernel_plain']} | {r['oct_plain'] / r['oct']:.2f} |")
+    if graph_rows:
+        print("\n# under CUDA graphs (per call: one graph of calls over rotated weight copies, "
+              "median of 20 replays)")
+        print("| M | K→N | bf16 µs | pt fp8 tensor µs | octet dyn µs | kernel | octet/bf16 | "
+              "octet/pt tensor |")
+        print("|---:|---|---:|---:|---:|---|---:|---:|")
+        for r in graph_rows:
+            print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16']:.1f} | {r['pt_tensor']:.1f} | "
+                  f"{r['oct']:.1f} | {r['kernel']} | {r['bf16'] / r['oct']:.2f} | "
+                  f"{r['pt_tensor'] / r['oct']:.2f} |")
     return 1 if failures else 0
 
 

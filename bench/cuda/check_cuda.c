@@ -431,7 +431,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
  * streaming kernel (same codes, scales, chunk order and reduction), also with an
  * amax bound and with NaN / Inf rows (NaN outputs compare as NaN). */
 static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float ub,
-                              int ctas)
+                              int ctas, int persist)
 {
     wset w;
     make_w(&w, n, k);
@@ -450,7 +450,8 @@ static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
     oct_status st[2];
     char kern[64] = "";
     for (int f = 0; f < 2; f++) {
-        oct_cuda_ctx_set(ctx, "gemv_fused_max_m", f ? 64 : 0);
+        oct_cuda_ctx_set(ctx, "gemv_fused_max_m", f && !persist ? 64 : 0);
+        oct_cuda_ctx_set(ctx, "gemv_persist", f && persist);
         oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", (int64_t)1 << 40);
         oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 1);
         oct_cuda_ctx_set(ctx, "gemv_max_ctas", f ? ctas : 0);
@@ -466,14 +467,18 @@ static void check_fused_exact(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
     oct_cuda_ctx_set(ctx, "gemv_fused_max_mk", FUSED_MAX_MK_DEFAULT);
     oct_cuda_ctx_set(ctx, "gemv_fused_any_grid", 0);
     oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);
-    int64_t bad = st[0] != OCT_OK || st[1] != OCT_OK || !strstr(kern, "fused") ? -1 : 0;
+    oct_cuda_ctx_set(ctx, "gemv_persist", 1);
+    int64_t bad =
+        st[0] != OCT_OK || st[1] != OCT_OK || !strstr(kern, persist ? "persistent" : "fused") ? -1
+                                                                                              : 0;
     for (int64_t i = 0; i < m * n && bad >= 0; i++) {
         const int n0 = (y0[i] & 0x7FFF) > 0x7F80, n1 = (y1[i] & 0x7FFF) > 0x7F80;
         bad += n0 != n1 || (!n0 && y0[i] != y1[i]);
     }
     char what[128];
-    snprintf(what, sizeof what, "fused == quant+gemv m=%lld n=%lld k=%lld ub=%g blocks<=%d [%s]",
-             (long long)m, (long long)n, (long long)k, (double)ub, ctas, kern);
+    snprintf(what, sizeof what, "%s == quant+gemv m=%lld n=%lld k=%lld ub=%g blocks<=%d [%s]",
+             persist ? "persistent" : "fused", (long long)m, (long long)n, (long long)k, (double)ub,
+             ctas, kern);
     report(what, bad == 0, "differing outputs %.0f", (double)bad);
     cudaFree(dx);
     cudaFree(dw);
@@ -902,13 +907,16 @@ int main(int argc, char **argv)
     }
     check_gemm(ctx, 5, 384, 4096);
     check_gemm(ctx, 3, 136, 14336); /* fused kernel, 14 chunks per warp per tile */
-    check_fused_exact(ctx, 1, 4104, 4096, 0.0f, 0);
-    check_fused_exact(ctx, 6, 520, 2048, 3.0f, 5);
-    check_fused_exact(ctx, 16, 264, 1024, 0.0f, 0);
-    if (!quick) {
-        check_fused_exact(ctx, 2, 8200, 4096, 0.0f, 0); /* > 1 tile per block at full occupancy */
-        check_fused_exact(ctx, 11, 1000, 3072, 0.0f, 7);
+    for (int p = 0; p < 2; p++) {   /* fused quantization, then the persistent kernel */
+        check_fused_exact(ctx, 1, 4104, 4096, 0.0f, 0, p);
+        check_fused_exact(ctx, 6, 520, 2048, 3.0f, 5, p);
+        check_fused_exact(ctx, 16, 264, 1024, 0.0f, 0, p);
+        if (!quick) {
+            check_fused_exact(ctx, 2, 8200, 4096, 0.0f, 0, p); /* > 1 tile per block */
+            check_fused_exact(ctx, 11, 1000, 3072, 0.0f, 7, p);
+        }
     }
+    check_fused_exact(ctx, 13, 6144, 4096, 0.0f, 0, 1); /* the shape it is for */
     if (!quick)
         check_gemm(ctx, 64, 256, 14336);
     /* octet's Hopper GEMM: ragged M and N tails of every tile shape, a K loop that

@@ -286,6 +286,14 @@ extern int oct_cuda_gemv_evict_first;
 oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, const void *x, float ub,
                                            const uint8_t *w, const float *sw, uint16_t *y,
                                            bool any_grid, cudaStream_t st);
+/* The same persistent kernel on the per-token quantizer's codes q [m,k] and
+ * scales sa [m] (launched after it with programmatic serialization): the even
+ * tile split without the per-block quantization.  m <= 16, k % 1024 == 0, and
+ * (unless any_grid) at least two tiles per resident block, else
+ * OCT_ERR_UNSUPPORTED.  y is byte-identical to oct_cuda_gemv_w8a8_launch's. */
+oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, const uint8_t *q,
+                                             const float *sa, const uint8_t *w, const float *sw,
+                                             uint16_t *y, bool any_grid, cudaStream_t st);
 /* Testing knob: cap on the fused kernel's resident blocks (0: none). */
 extern int oct_cuda_gemv_max_ctas;
 
@@ -335,6 +343,7 @@ struct oct_cuda_ctx {
     int64_t gemv_fused_max_m;  /* GEMV path, per-token scales: fused quantization up to this M */
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
     int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */
+    int gemv_persist;          /* 1: the persistent streaming kernel where it applies */
     int wgmma;                 /* 0: the auto path never uses gemm_wgmma.cu */
     int wgmma_cfg;             /* > 0: always wgmma config wgmma_cfg - 1 (tests) */
     oct_mm_choice *choices;    /* measured wgmma-or-cuBLASLt choice per shape */

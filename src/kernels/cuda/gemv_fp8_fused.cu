@@ -18,6 +18,13 @@
 // chunks of the next tile are in flight while the block reduces the current one
 // (double-buffered reduction scratch, one barrier per tile).
 //
+// PREQ (pre-quantized): the same persistent kernel without the quantization
+// prologue, reading the per-token quantizer's codes and scales (launched before
+// it with programmatic dependent launch) instead of x — for 3..16 tokens, where
+// m*k divisions per block cost more than the quantizer, and the even tile split
+// still removes the plain kernel's partial last wave (4096x6144: 384 tiles on 264
+// resident blocks run as 1.45 waves).
+//
 // Weight tile layout, fragments and the K-order trick are those of gemv_fp8.cu:
 // one tile = 16 rows x all K; warp w takes chunks w, w+8, ... (128 bytes each);
 // k % 1024 == 0 gives every warp the same chunk count, so every warp reaches
@@ -51,9 +58,10 @@ __device__ __forceinline__ void load_chunk(uint4 (&d)[4], const uint8_t *__restr
     d[3] = oct_ld_stream(p1 + 64, pol, ef);
 }
 
-template <int MT>
+template <int MT, bool PREQ>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_w8a8_fused(int m, int n, int k, const uint16_t *__restrict__ x, float ub,
+                    const uint8_t *__restrict__ q, const float *__restrict__ sa,
                     const uint8_t *__restrict__ w, const float *__restrict__ sw,
                     uint16_t *__restrict__ y, int ef)
 {
@@ -81,97 +89,112 @@ __global__ void __launch_bounds__(kThreads, 2)
         lc = 0;
         lt += gridDim.x;
     }
-    if (threadIdx.x < MT * 8)
-        amax_u[threadIdx.x] = 0u;
-    oct_pdl_wait();
-
-    // ---- per-token amax: x rows are contiguous, so walk the m*k/8 vectors flat.
-    // k % 1024 == 0 makes a row a multiple of 32 vectors, so the 32 lanes of a
-    // warp always sit in one token: a warp reduces, then one lane flushes into
-    // the token's shared max when the token changes.  |x| bit patterns order like
-    // the values, and a NaN's above +Inf: the unsigned atomicMax is the
-    // NaN-propagating max of oct_amax_nan.
-    const int kv = k >> 3, tot = m * kv;
-    const uint4 *xv = reinterpret_cast<const uint4 *>(x);
-    uint4 b[4];
+    if constexpr (PREQ) { // the rest of the ring: weights need nothing from the quantizer
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        b[j] = threadIdx.x + j * kThreads < tot ? __ldg(xv + threadIdx.x + j * kThreads)
-                                                : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-    for (int u = 1; u < U; u++) {
-        if (lt < ntiles) {
-            load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
-            if (++lc == cw) {
-                lc = 0;
-                lt += gridDim.x;
+        for (int u = 1; u < U; u++) {
+            if (lt < ntiles) {
+                load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
+                if (++lc == cw) {
+                    lc = 0;
+                    lt += gridDim.x;
+                }
             }
         }
     }
-    __syncthreads(); // amax_u zeroed
-    {
-        int cur = 0, bound = kv;
-        float a = 0.0f;
-        for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
-            if (v0 != (int)threadIdx.x) {
+    if (threadIdx.x < MT * 8)
+        amax_u[threadIdx.x] = 0u;
+    oct_pdl_wait();
+    if constexpr (!PREQ) {
+        // ---- per-token amax: x rows are contiguous, so walk the m*k/8 vectors flat.
+        // k % 1024 == 0 makes a row a multiple of 32 vectors, so the 32 lanes of a
+        // warp always sit in one token: a warp reduces, then one lane flushes into
+        // the token's shared max when the token changes.  |x| bit patterns order like
+        // the values, and a NaN's above +Inf: the unsigned atomicMax is the
+        // NaN-propagating max of oct_amax_nan.
+        const int kv = k >> 3, tot = m * kv;
+        const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+        uint4 b[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            b[j] = threadIdx.x + j * kThreads < tot ? __ldg(xv + threadIdx.x + j * kThreads)
+                                                    : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int u = 1; u < U; u++) {
+            if (lt < ntiles) {
+                load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
+                if (++lc == cw) {
+                    lc = 0;
+                    lt += gridDim.x;
+                }
+            }
+        }
+        __syncthreads(); // amax_u zeroed
+        {
+            int cur = 0, bound = kv;
+            float a = 0.0f;
+            for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
+                if (v0 != (int)threadIdx.x) {
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        if (v0 + j * kThreads < tot)
+                            b[j] = __ldg(xv + v0 + j * kThreads);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int v = v0 + j * kThreads;
+                    if (v < tot) { // warp-uniform, as is the token change below
+                        while (v >= bound) {
+                            a = oct_warp_amax(a);
+                            if (lane == 0)
+                                atomicMax(&amax_u[cur], __float_as_uint(a));
+                            a = 0.0f;
+                            cur++;
+                            bound += kv;
+                        }
+                        a = oct_amax8_bf16(a, b[j]);
+                    }
+                }
+            }
+            a = oct_warp_amax(a);
+            if (lane == 0 && cur < m)
+                atomicMax(&amax_u[cur], __float_as_uint(a));
+        }
+        __syncthreads();
+        if (threadIdx.x < m)
+            s_tok[threadIdx.x] = oct_scale_from_amax(__uint_as_float(amax_u[threadIdx.x]), ub);
+        __syncthreads();
+        // ---- codes into shared memory (second read of x: L1 / L2 hits).
+        {
+            int cur = 0, bound = kv;
+            for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
+                uint4 b[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     if (v0 + j * kThreads < tot)
                         b[j] = __ldg(xv + v0 + j * kThreads);
-            }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int v = v0 + j * kThreads;
-                if (v < tot) { // warp-uniform, as is the token change below
-                    while (v >= bound) {
-                        a = oct_warp_amax(a);
-                        if (lane == 0)
-                            atomicMax(&amax_u[cur], __float_as_uint(a));
-                        a = 0.0f;
-                        cur++;
-                        bound += kv;
+                for (int j = 0; j < 4; j++) {
+                    const int v = v0 + j * kThreads;
+                    if (v < tot) {
+                        while (v >= bound) {
+                            cur++;
+                            bound += kv;
+                        }
+                        *reinterpret_cast<uint2 *>(xq + cur * ldq + (v - (bound - kv)) * 8) =
+                            oct_quant8_bf16(b[j], s_tok[cur]);
                     }
-                    a = oct_amax8_bf16(a, b[j]);
                 }
             }
         }
-        a = oct_warp_amax(a);
-        if (lane == 0 && cur < m)
-            atomicMax(&amax_u[cur], __float_as_uint(a));
+        __syncthreads();
     }
-    __syncthreads();
-    if (threadIdx.x < m)
-        s_tok[threadIdx.x] = oct_scale_from_amax(__uint_as_float(amax_u[threadIdx.x]), ub);
-    __syncthreads();
-    // ---- codes into shared memory (second read of x: L1 / L2 hits).
-    {
-        int cur = 0, bound = kv;
-        for (int v0 = threadIdx.x; v0 < tot; v0 += 4 * kThreads) {
-            uint4 b[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (v0 + j * kThreads < tot)
-                    b[j] = __ldg(xv + v0 + j * kThreads);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int v = v0 + j * kThreads;
-                if (v < tot) {
-                    while (v >= bound) {
-                        cur++;
-                        bound += kv;
-                    }
-                    *reinterpret_cast<uint2 *>(xq + cur * ldq + (v - (bound - kv)) * 8) =
-                        oct_quant8_bf16(b[j], s_tok[cur]);
-                }
-            }
-        }
-    }
-    __syncthreads();
-
+    // The codes: this block's shared copy, or the quantizer's output (L1 / L2).
+    const uint8_t *codes = PREQ ? q : xq;
+    const int ldc = PREQ ? k : ldq;
     int xoff[MT];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
-        xoff[mt] = min(mt * 8 + g, m - 1) * ldq + 16 * t;
+        xoff[mt] = min(mt * 8 + g, m - 1) * ldc + 16 * t;
     float acc[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -189,8 +212,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                 const int i = warp + kWarps * cc;
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    const uint4 x0 = *reinterpret_cast<const uint4 *>(xq + xoff[mt] + i * 128);
-                    const uint4 x1 = *reinterpret_cast<const uint4 *>(xq + xoff[mt] + i * 128 + 64);
+                    const uint4 *c0 = reinterpret_cast<const uint4 *>(codes + xoff[mt] + i * 128);
+                    const uint4 x0 = PREQ ? __ldg(c0) : c0[0];
+                    const uint4 x1 = PREQ ? __ldg(c0 + 4) : c0[4];
                     oct_mma_chunk(acc[mt], wr[u], x0, x1);
                 }
                 if (lt < ntiles) { // refill the slot, possibly from the next tile
@@ -203,10 +227,11 @@ __global__ void __launch_bounds__(kThreads, 2)
                 if (++cc == cw) { // tile done: reduce across warps, scale, store
                     oct_gemv_stash<MT>(acc, red[buf][warp], lane);
                     __syncthreads();
-                    oct_gemv_store<MT, kWarps>(red[buf], ct * kRows, m, n, y,
-                                               [&](int tok, int row, float s) {
-                                                   return s_tok[tok] * (__ldg(sw + row) * s);
-                                               });
+                    oct_gemv_store<MT, kWarps>(
+                        red[buf], ct * kRows, m, n, y, [&](int tok, int row, float s) {
+                            const float st = PREQ ? __ldg(sa + tok) : s_tok[tok];
+                            return st * (__ldg(sw + row) * s);
+                        });
                     // The other buffer next: a warp can write it only after every
                     // warp passed this tile's barrier, i.e. finished reading the
                     // buffer two tiles back.
@@ -219,17 +244,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 }
 
-template <int MT>
-cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const uint8_t *w,
-                         const float *sw, uint16_t *y, bool any_grid, cudaStream_t st)
+template <int MT, bool PREQ>
+cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const uint8_t *q,
+                         const float *sa, const uint8_t *w, const float *sw, uint16_t *y,
+                         bool any_grid, cudaStream_t st)
 {
     // Host-side caches (one device per process assumed, like gemv_fp8.cu's).
     static int smem_set = 0, nsm = 0, occ_smem = -1, occ = 0;
-    const int smem = m * (k + kPad);
+    const int smem = PREQ ? 0 : m * (k + kPad);
     cudaError_t e;
     if (smem > smem_set) {
-        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem);
+        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT, PREQ>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess)
             return e;
         smem_set = smem;
@@ -241,7 +267,7 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
             return e;
     }
     if (smem != occ_smem) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT>, kThreads,
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT, PREQ>, kThreads,
                                                           smem);
         if (e != cudaSuccess)
             return e;
@@ -260,13 +286,14 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
     // One tile per block leaves the quantization prologue (x round trip, m*k
     // divisions, two barriers) on the critical path: measured slower than the
     // quantizer + streaming kernel on 4096x4096 (13.9 vs 13.1 us at M = 1).
+    // Pre-quantized, one tile per block is the plain kernel: no reason either.
     if (per < 2 && !any_grid)
         return cudaErrorNotSupported;
 
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         oct_cuda_launch_config((unsigned)grid, kThreads, (size_t)smem, st, true, &attr);
-    return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT>, m, n, k, x, ub, w, sw, y,
+    return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT, PREQ>, m, n, k, x, ub, q, sa, w, sw, y,
                               oct_cuda_gemv_evict_first);
 }
 
@@ -284,9 +311,28 @@ oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, cons
         m * (k + kPad) > 100 * 1024 || (((uintptr_t)x | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
     const uint16_t *xs = static_cast<const uint16_t *>(x);
-    cudaError_t e = m <= 8
-                        ? launch_fused<1>((int)m, (int)n, (int)k, xs, ub, w, sw, y, any_grid, st)
-                        : launch_fused<2>((int)m, (int)n, (int)k, xs, ub, w, sw, y, any_grid, st);
+    cudaError_t e = m <= 8 ? launch_fused<1, false>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
+                                                    sw, y, any_grid, st)
+                           : launch_fused<2, false>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
+                                                    sw, y, any_grid, st);
+    return e == cudaSuccess             ? OCT_OK
+           : e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED
+                                        : OCT_ERR_INTERNAL;
+}
+
+oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, const uint8_t *q,
+                                             const float *sa, const uint8_t *w, const float *sw,
+                                             uint16_t *y, bool any_grid, cudaStream_t st)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || !q || !sa || !w || !sw || !y)
+        return OCT_ERR_INVALID_ARG;
+    if (m > 16 || n > INT32_MAX / 2 || k > INT32_MAX / 4 || (int64_t)m * k > INT32_MAX ||
+        k % 1024 != 0 || (((uintptr_t)q | (uintptr_t)w) & 15u))
+        return OCT_ERR_UNSUPPORTED;
+    cudaError_t e = m <= 8 ? launch_fused<1, true>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w, sw,
+                                                   y, any_grid, st)
+                           : launch_fused<2, true>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w, sw,
+                                                   y, any_grid, st);
     return e == cudaSuccess             ? OCT_OK
            : e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED
                                         : OCT_ERR_INTERNAL;

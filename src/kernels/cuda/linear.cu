@@ -71,6 +71,7 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     c->gemv_fused_max_m = OCT_CUDA_GEMV_FUSED_MAX_M_DEFAULT;
     c->gemv_fused_max_mk = OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT;
     c->wgmma = 1;
+    c->gemv_persist = 1;
     const char *env = getenv("OCTET_CUDA_WGMMA");
     if (env && *env)
         c->wgmma = atoi(env) != 0;
@@ -151,6 +152,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_evict_first = value != 0;
     else if (!strcmp(key, "gemv_max_ctas"))
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
+    else if (!strcmp(key, "gemv_persist"))
+        c->gemv_persist = value != 0;
     else if (!strcmp(key, "wgmma"))
         c->wgmma = value != 0;
     else if (!strcmp(key, "wgmma_cfg")) {
@@ -351,6 +354,15 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
         s = oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
         if (s != OCT_OK)
             return s;
+        if (gemv && c->gemv_persist && !oct_cuda_gemv_use_tma) {
+            s = oct_cuda_gemv_w8a8_persist_launch(m, n, k, c->q, c->s, w, sw, yo,
+                                                  c->gemv_fused_any_grid != 0, st);
+            if (s != OCT_ERR_UNSUPPORTED) {
+                snprintf(c->last_kernel, sizeof c->last_kernel,
+                         "quant_rows+gemv_w8a8_row_persistent");
+                return s;
+            }
+        }
         if (gemv) {
             snprintf(c->last_kernel, sizeof c->last_kernel, "quant_rows+gemv_w8a8_row");
             return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true,
