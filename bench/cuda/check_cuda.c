@@ -329,6 +329,13 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                           OCT_CUDA_PATH_WGMMA, NULL));
     RUN_CHECK("dyn token auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
                                                         0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
+    if (m > 16 && m <= 64) {
+        oct_cuda_ctx_set(ctx, "large_gemv", 1);
+        RUN_CHECK("dyn token auto(gemv)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_AUTO, NULL));
+        oct_cuda_ctx_set(ctx, "large_gemv", 0);
+    }
     /* block */
     oct_quant_groups(OCT_FP8_E4M3FN, xf, m, k, 128, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_BLOCK128, sa, w.q_blk, OCT_SCALE_BLOCK128, w.s_blk,
@@ -345,6 +352,13 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                                       dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                         dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
+    if (m > 16 && m <= 64) { /* the streaming kernel on cuBLASLt's [k/128][m] scale layout */
+        oct_cuda_ctx_set(ctx, "large_gemv", 1);
+        RUN_CHECK("dyn block auto(gemv on [k/128][m] scales)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
+                                          OCT_CUDA_PATH_AUTO, NULL));
+        oct_cuda_ctx_set(ctx, "large_gemv", 0);
+    }
     RUN_WGMMA("dyn block wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                          dsb, 0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
     /* pre-quantized block, scales [m][k/128] as given (our GEMM reads them directly) */

@@ -111,7 +111,8 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
  * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also
  * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: always its tile shape wgmma_cfg - 1;
- * tests). */
+ * tests), "large_gemv" (1: the streaming kernel wherever the measured choice may
+ * take it, up to 64 tokens; tests). */
 oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value);
 /* Name of the kernel(s) the last call used, for logs ("quant_rows+gemv_w8a8_row"). */
 const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx);

@@ -266,6 +266,13 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
                                      const float *sa, const uint8_t *w, const float *sw,
                                      oct_scale_kind kind, uint16_t *y, bool pdl, cudaStream_t st);
 
+/* The same with block scales at sa[r * sa_rs + kb * sa_ks] (the [k/128][m]
+ * layout cuBLASLt reads is sa_rs = 1, sa_ks = m). */
+oct_status oct_cuda_gemv_w8a8_launch_strided(int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                                             const float *sa, int64_t sa_rs, int64_t sa_ks,
+                                             const uint8_t *w, const float *sw, oct_scale_kind kind,
+                                             uint16_t *y, bool pdl, cudaStream_t st);
+
 /* The bulk-copy version (gemv_fp8_tma.cu): m <= 64, k % 1024 == 0, sm_90. */
 cudaError_t oct_cuda_gemv_w8a8_tma_launch(int m, int n, int k, const uint8_t *a, const float *sa,
                                           const uint8_t *w, const float *sw, oct_scale_kind kind,
@@ -346,6 +353,7 @@ struct oct_cuda_ctx {
     int gemv_persist;          /* 1: the persistent streaming kernel where it applies */
     int wgmma;                 /* 0: the auto path never uses gemm_wgmma.cu */
     int wgmma_cfg;             /* > 0: always wgmma config wgmma_cfg - 1 (tests) */
+    int large_gemv;            /* 1: the streaming kernel wherever the tuner may pick it (tests) */
     oct_mm_choice *choices;    /* measured wgmma-or-cuBLASLt choice per shape */
     void *l2_flush;            /* 2 x L2 bytes, overwritten before each tuning run */
     size_t l2_flush_bytes;

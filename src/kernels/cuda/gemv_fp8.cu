@@ -52,7 +52,7 @@ template <int MT, bool BLK>
 __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     gemv_w8a8(int m, int n, int k, const uint8_t *__restrict__ a, const float *__restrict__ sa,
               const uint8_t *__restrict__ w, const float *__restrict__ sw, uint16_t *__restrict__ y,
-              int ef)
+              int ef, int sa_rs, int sa_ks)
 {
     // Weight chunks in flight per warp: as many as the registers allow without spills.
     constexpr int U = MT == 1 ? 4 : MT <= 4 ? 2 : 1;
@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
                         oct_mma_chunk(p, wr[u], x0, x1);
                         const int tk0 = min(mt * 8 + 2 * t, m - 1);
                         const int tk1 = min(mt * 8 + 2 * t + 1, m - 1);
-                        const float s0 = __ldg(sa + (size_t)tk0 * nkb + i);
-                        const float s1 = __ldg(sa + (size_t)tk1 * nkb + i);
+                        const float s0 = __ldg(sa + (size_t)tk0 * sa_rs + (size_t)i * sa_ks);
+                        const float s1 = __ldg(sa + (size_t)tk1 * sa_rs + (size_t)i * sa_ks);
                         acc[mt][0] += s0 * (swi * p[0]);
                         acc[mt][1] += s1 * (swi * p[1]);
                         acc[mt][2] += s0 * (swi * p[2]);
@@ -142,22 +142,22 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
 }
 
 template <int MT, bool BLK>
-cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
-                      const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
+cudaError_t launch_mt(int m, int n, int k, const uint8_t *a, const float *sa, int rs, int ks,
+                      const uint8_t *w, const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
 {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         oct_cuda_launch_config((unsigned)((n + kRows - 1) / kRows), kWarps * 32, 0, st, pdl, &attr);
     return cudaLaunchKernelEx(&cfg, gemv_w8a8<MT, BLK>, m, n, k, a, sa, w, sw, y,
-                              oct_cuda_gemv_evict_first);
+                              oct_cuda_gemv_evict_first, rs, ks);
 }
 
 template <bool BLK>
-cudaError_t launch_kind(int m, int n, int k, const uint8_t *a, const float *sa, const uint8_t *w,
-                        const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
+cudaError_t launch_kind(int m, int n, int k, const uint8_t *a, const float *sa, int rs, int ks,
+                        const uint8_t *w, const float *sw, uint16_t *y, bool pdl, cudaStream_t st)
 {
     return oct_cuda_by_token_tiles(m, [&](auto mt) {
-        return launch_mt<decltype(mt)::value, BLK>(m, n, k, a, sa, w, sw, y, pdl, st);
+        return launch_mt<decltype(mt)::value, BLK>(m, n, k, a, sa, rs, ks, w, sw, y, pdl, st);
     });
 }
 
@@ -167,8 +167,19 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
                                      const float *sa, const uint8_t *w, const float *sw,
                                      oct_scale_kind kind, uint16_t *y, bool pdl, cudaStream_t st)
 {
+    return oct_cuda_gemv_w8a8_launch_strided(m, n, k, a, sa, k / 128, 1, w, sw, kind, y, pdl, st);
+}
+
+oct_status oct_cuda_gemv_w8a8_launch_strided(int64_t m, int64_t n, int64_t k, const uint8_t *a,
+                                             const float *sa, int64_t sa_rs, int64_t sa_ks,
+                                             const uint8_t *w, const float *sw, oct_scale_kind kind,
+                                             uint16_t *y, bool pdl, cudaStream_t st)
+{
     if (m < 0 || n <= 0 || k <= 0 || !a || !sa || !w || !sw || !y)
         return OCT_ERR_INVALID_ARG;
+    if (kind == OCT_SCALE_BLOCK128 &&
+        (sa_rs < 0 || sa_ks < 0 || m * sa_rs > INT32_MAX || (k / 128) * sa_ks > INT32_MAX))
+        return OCT_ERR_UNSUPPORTED;
     if (kind != OCT_SCALE_ROW && kind != OCT_SCALE_BLOCK128)
         return OCT_ERR_UNSUPPORTED;
     if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 ||
@@ -185,21 +196,23 @@ oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
             major == 9;
     }
-    const bool tma = oct_cuda_gemv_use_tma && sm90 && k % 1024 == 0;
+    // (the bulk-copy variant reads block scales as [m][k/128] only)
+    const bool tma = oct_cuda_gemv_use_tma && sm90 && k % 1024 == 0 &&
+                     (kind != OCT_SCALE_BLOCK128 || (sa_rs == k / 128 && sa_ks == 1));
     // Tokens in chunks of 64 (the weights are re-read per chunk: callers use the
     // tensor-core GEMM well before that matters).
     for (int64_t m0 = 0; m0 < m; m0 += 64) {
         const int mc = (int)(m - m0 < 64 ? m - m0 : 64);
-        const int64_t nkb = k / 128;
         const uint8_t *ac = a + m0 * k;
-        const float *sac = kind == OCT_SCALE_BLOCK128 ? sa + m0 * nkb : sa + m0;
+        const float *sac = kind == OCT_SCALE_BLOCK128 ? sa + m0 * sa_rs : sa + m0;
         uint16_t *yc = y + m0 * n;
-        cudaError_t e =
-            tma ? oct_cuda_gemv_w8a8_tma_launch(mc, (int)n, (int)k, ac, sac, w, sw, kind, yc,
-                                                pdl && m0 == 0, st)
-            : kind == OCT_SCALE_BLOCK128
-                ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st)
-                : launch_kind<false>(mc, (int)n, (int)k, ac, sac, w, sw, yc, pdl && m0 == 0, st);
+        cudaError_t e = tma ? oct_cuda_gemv_w8a8_tma_launch(mc, (int)n, (int)k, ac, sac, w, sw,
+                                                            kind, yc, pdl && m0 == 0, st)
+                        : kind == OCT_SCALE_BLOCK128
+                            ? launch_kind<true>(mc, (int)n, (int)k, ac, sac, (int)sa_rs, (int)sa_ks,
+                                                w, sw, yc, pdl && m0 == 0, st)
+                            : launch_kind<false>(mc, (int)n, (int)k, ac, sac, 0, 0, w, sw, yc,
+                                                 pdl && m0 == 0, st);
         if (e != cudaSuccess)
             return OCT_ERR_INTERNAL;
     }

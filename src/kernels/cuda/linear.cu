@@ -11,13 +11,12 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-// Measured on the H200 (docs/BENCHMARKS.md): per-token scales, the streaming
-// kernel wins up to 16 tokens everywhere and cuBLASLt from 32 (second run: 21.1 vs
-// 23.8 us on 4096->6144, 38.2 vs 45.1 on 14336->4096 at M = 32); block scales, the
-// streaming kernel up to 32 on the narrower layers (cuBLASLt's block kernel loses
-// there).
+// Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
+// tokens on every shape, with either scale kind; from 17 tokens the path is
+// measured per shape (large_gemm: streaming kernel up to 64, octet's Hopper GEMM,
+// cuBLASLt).
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 16
-#define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 32
+#define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 16
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
 // m * k: every block quantizes all of x itself (m*k divisions per block), which
 // measured slower than the separate quantizer beyond ~8K elements, and only when
@@ -31,9 +30,9 @@
 struct oct_mm_choice {
     int64_t m, n, k; // m: the power-of-two bucket
     int ka, kw;
-    int wg_ok, lt_ok; // which candidates were allowed
-    int cfg;          // >= 0: wgmma config; -1: cuBLASLt; -2: neither runs
-    int wg_cfg;       // the fastest wgmma config (-1: none), for M where cuBLASLt has no kernel
+    int wg_ok, lt_ok, gemv_ok; // which candidates were allowed
+    int cfg;    // >= 0: wgmma config; -1: cuBLASLt; -3: the streaming kernel; -2: none runs
+    int wg_cfg; // the fastest wgmma config (-1: none), for M where cuBLASLt has no kernel
     oct_mm_choice *next;
 };
 
@@ -152,6 +151,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_evict_first = value != 0;
     else if (!strcmp(key, "gemv_max_ctas"))
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
+    else if (!strcmp(key, "large_gemv"))
+        c->large_gemv = value != 0;
     else if (!strcmp(key, "gemv_persist"))
         c->gemv_persist = value != 0;
     else if (!strcmp(key, "wgmma"))
@@ -227,15 +228,27 @@ static oct_status run_wgmma(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, b
     return s;
 }
 
+static oct_status run_gemv(oct_cuda_ctx *c, const oct_wgmma_args *g, bool pdl, cudaStream_t st)
+{
+    const oct_status s = oct_cuda_gemv_w8a8_launch_strided(
+        g->m, g->n, g->k, g->a, g->sa, g->sa_rs, g->sa_ks, g->w, g->sw, g->ka, g->y, pdl, st);
+    if (s == OCT_OK)
+        snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
+                 g->ka == OCT_SCALE_ROW ? "row" : "block");
+    return s;
+}
+
 static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t st)
 {
     return oct_cuda_lt_gemm(c, g->m, g->n, g->k, g->a, g->ka, g->sa, g->w, g->kw, g->sw, g->y, st);
 }
 
-// y = a w^T beyond the streaming kernel's M.  Candidates: every gemm_wgmma.cu
-// tile shape that fits (unless path is LT or the "wgmma" knob is off) and
-// cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads them, and path
-// is not WGMMA).  The first call of each (power-of-two bucket of m, n, k, scale
+// y = a w^T beyond the streaming kernel's fixed range (M <= 16).  Candidates:
+// every gemm_wgmma.cu tile shape that fits (unless path is LT or the "wgmma"
+// knob is off), cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads
+// them, and path is not WGMMA) and, up to 64 tokens on the auto path, the
+// streaming kernel (it wins some M = 32 shapes: 128x128 block scales on
+// 4096->6144 and 14336->4096).  The first call of each (power-of-two bucket of m, n, k, scale
 // kinds) times them all on the caller's buffers and keeps the fastest, so it is
 // slow and must not be captured into a CUDA graph.  quant() re-enqueues the
 // activation quantization that produced a / sa (a no-op for pre-quantized
@@ -251,22 +264,28 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
     const bool block = g->ka == OCT_SCALE_BLOCK128;
     const int wg_ok = path == OCT_CUDA_PATH_WGMMA || (path != OCT_CUDA_PATH_LT && c->wgmma);
     lt_ok = lt_ok && path != OCT_CUDA_PATH_WGMMA;
+    const int gemv_ok = path == OCT_CUDA_PATH_AUTO && g->m <= 64 && g->k % 128 == 0 &&
+                        g->ka == g->kw && (g->ka == OCT_SCALE_ROW || g->ka == OCT_SCALE_BLOCK128);
     if (wg_ok && c->wgmma_cfg > 0)
         return run_wgmma(c, g, c->wgmma_cfg - 1, pdl, st);
+    if (gemv_ok && c->large_gemv)
+        return run_gemv(c, g, pdl, st);
     oct_mm_choice *ch = c->choices;
     // One measurement per power-of-two bucket of M (M changes every step under
     // continuous batching; each new bucket is measured once, at the first M seen).
     int64_t mb = 1;
     while (mb < g->m)
         mb *= 2;
-    while (ch && !(ch->m == mb && ch->n == g->n && ch->k == g->k && ch->ka == g->ka &&
-                   ch->kw == g->kw && ch->wg_ok == wg_ok && ch->lt_ok == (int)lt_ok))
+    while (ch &&
+           !(ch->m == mb && ch->n == g->n && ch->k == g->k && ch->ka == g->ka && ch->kw == g->kw &&
+             ch->wg_ok == wg_ok && ch->lt_ok == (int)lt_ok && ch->gemv_ok == gemv_ok))
         ch = ch->next;
     if (!ch) {
         ch = (oct_mm_choice *)calloc(1, sizeof *ch);
         if (!ch)
             return OCT_ERR_NOMEM;
-        *ch = oct_mm_choice{mb, g->n, g->k, g->ka, g->kw, wg_ok, lt_ok, -2, -1, c->choices};
+        *ch =
+            oct_mm_choice{mb, g->n, g->k, g->ka, g->kw, wg_ok, lt_ok, gemv_ok, -2, -1, c->choices};
         float best = 1e30f;
         for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs(); i++) {
             if (!oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
@@ -283,18 +302,32 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
                 ch->cfg = ch->wg_cfg = i;
             }
         }
-        if (lt_ok && time_median_ms(
-                         c,
-                         [&] {
-                             const oct_status s = quant();
-                             return s != OCT_OK ? s : run_lt(c, g, st);
-                         },
-                         st) < best * 1.03f)
+        const float t_lt = lt_ok ? time_median_ms(
+                                       c,
+                                       [&] {
+                                           const oct_status s = quant();
+                                           return s != OCT_OK ? s : run_lt(c, g, st);
+                                       },
+                                       st)
+                                 : 1e30f;
+        if (t_lt < best * 1.03f) {
+            best = t_lt;
             ch->cfg = -1;
+        }
+        if (gemv_ok && time_median_ms(
+                           c,
+                           [&] {
+                               const oct_status s = quant();
+                               return s != OCT_OK ? s : run_gemv(c, g, pdl, st);
+                           },
+                           st) < best)
+            ch->cfg = -3;
         c->choices = ch;
     }
     if (ch->cfg >= 0)
         return run_wgmma(c, g, ch->cfg, pdl, st);
+    if (ch->cfg == -3)
+        return run_gemv(c, g, pdl, st);
     if (ch->cfg == -1) {
         const oct_status s = run_lt(c, g, st);
         // cuBLASLt has block kernels only for M % 4 == 0: another M of the bucket
@@ -310,17 +343,14 @@ static oct_status no_quant(void)
     return OCT_OK;
 }
 
-static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, int path,
-                     oct_scale_kind kind)
+static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t k, int path, oct_scale_kind kind)
 {
     if (path == OCT_CUDA_PATH_GEMV)
         return true;
     if (path == OCT_CUDA_PATH_LT || path == OCT_CUDA_PATH_WGMMA)
         return false;
     const int64_t max_m = kind == OCT_SCALE_BLOCK128 ? c->gemv_max_m_block : c->gemv_max_m;
-    if (k % 128 != 0 || m > max_m)
-        return false;
-    return m <= 16 || n < 16384 || max_m > OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT;
+    return k % 128 == 0 && m <= max_m;
 }
 
 extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
@@ -340,7 +370,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     if (s != OCT_OK)
         return s;
     uint16_t *yo = static_cast<uint16_t *>(y);
-    const bool gemv = use_gemv(c, m, n, k, path, kind);
+    const bool gemv = use_gemv(c, m, k, path, kind);
     if (kind == OCT_SCALE_ROW) {
         if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
             !oct_cuda_gemv_use_tma) {
@@ -428,8 +458,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_OK;
     cudaStream_t st = oct_cuda_stream(stream);
     uint16_t *yo = static_cast<uint16_t *>(y);
-    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 &&
-        use_gemv(c, m, n, k, path, ka)) {
+    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
