@@ -850,6 +850,14 @@ static void check_registry(void)
     check_registry_one("per-token x per-channel, bias", &d, w.q_row, w.s_row, bias, 5, 0);
     check_registry_one("pre-quantized per-tensor x per-channel", &d, w.q_row, w.s_row, bias, 9, 1);
     d.has_bias = false;
+    d.act = OCT_ACT_DYNAMIC_TENSOR;
+    for (int i = 0; i < 4; i++)
+        check_registry_one("dynamic per-tensor x per-channel", &d, w.q_row, w.s_row, NULL, ms[i],
+                           0);
+    d.act = OCT_ACT_STATIC;
+    d.act_static_scale = 0.04f; /* saturates the x20 outliers, as a too-small input_scale would */
+    for (int i = 0; i < 4; i++)
+        check_registry_one("static per-tensor x per-channel", &d, w.q_row, w.s_row, NULL, ms[i], 0);
     d.act = OCT_ACT_NONE;
     check_registry_one("w8a16 per-channel", &d, w.q_row, w.s_row, NULL, 3, 0);
     d.act = OCT_ACT_GROUP128;

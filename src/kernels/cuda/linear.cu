@@ -438,6 +438,13 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
 
 namespace
 {
+__global__ void broadcast_scale(const float *__restrict__ s, int64_t m, float *__restrict__ out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m;
+         i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = *s;
+}
+
 __global__ void transpose_scales(const float *__restrict__ src, int64_t m, int64_t nkb,
                                  float *__restrict__ dst)
 {
@@ -458,6 +465,20 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return OCT_OK;
     cudaStream_t st = oct_cuda_stream(stream);
     uint16_t *yo = static_cast<uint16_t *>(y);
+    if (ka == OCT_SCALE_TENSOR && kw == OCT_SCALE_ROW) {
+        // One activation scale (dynamic per-tensor, on the device) with per-channel
+        // weights: expanded to one per row, so every per-token path runs it (the
+        // epilogue's sa[r] * (sw[c] * acc) is then exactly the per-tensor one).
+        oct_status s = oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)m * sizeof(float));
+        if (s != OCT_OK)
+            return s;
+        broadcast_scale<<<(unsigned)((m + 255) / 256 < 1024 ? (m + 255) / 256 : 1024), 256, 0,
+                          st>>>(sa, m, c->s);
+        if (cudaGetLastError() != cudaSuccess)
+            return OCT_ERR_INTERNAL;
+        sa = c->s;
+        ka = OCT_SCALE_ROW;
+    }
     if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");

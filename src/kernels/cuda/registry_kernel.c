@@ -5,9 +5,10 @@
  * once by prepare; the host copy is only borrowed).  A forward call converts
  * the f32 activations to bf16, copies them over, runs
  * oct_cuda_linear_fp8_dyn (per-token or 1x128 dynamic quantization, then the
- * streaming GEMV or cuBLASLt by M: linear.cu), oct_cuda_gemv_w8a16 (weight-only)
- * or oct_cuda_gemm_fp8 (pre-quantized activations), and copies the bf16 result
- * back, adding the bias in f32.  The numerics are the GPU's: activations are
+ * path linear.cu measures), oct_cuda_gemv_w8a16 (weight-only), the per-tensor
+ * quantizers (dynamic or a checkpoint's static input scale) + oct_cuda_gemm_fp8,
+ * or oct_cuda_gemm_fp8 alone (pre-quantized activations), and copies the bf16
+ * result back, adding the bias in f32.  The numerics are the GPU's: activations are
  * rounded to bf16 before quantization and the output to bf16, as vLLM does on a
  * GPU, so results differ from the f32 CPU kernels by bf16 rounding.
  *
@@ -32,7 +33,8 @@ typedef struct cuda_layer {
 typedef struct cuda_scratch {
     oct_cuda_ctx *ctx;
     void *dx, *dy, *dsa; /* device: activations (bf16 or codes), bf16 output, act scales */
-    size_t dx_bytes, dy_bytes, dsa_bytes;
+    void *dq;            /* device: per-tensor activation codes */
+    size_t dx_bytes, dy_bytes, dsa_bytes, dq_bytes;
     void *hx, *hy; /* host staging */
     size_t hx_bytes, hy_bytes;
 } cuda_scratch;
@@ -49,6 +51,7 @@ static void scratch_free(void *p)
     oct_cuda_free(s->dx);
     oct_cuda_free(s->dy);
     oct_cuda_free(s->dsa);
+    oct_cuda_free(s->dq);
     oct_cuda_ctx_free(s->ctx);
     oct_free(s->hx);
     oct_free(s->hy);
@@ -118,7 +121,7 @@ static const char *cuda_cannot(const oct_linear_desc *d)
     switch (d->weight_scale) {
     case OCT_SCALE_TENSOR:
     case OCT_SCALE_ROW:
-        if (d->act == OCT_ACT_DYNAMIC_TOKEN || d->act == OCT_ACT_NONE)
+        if (d->act != OCT_ACT_MX32 && d->act != OCT_ACT_GROUP128)
             return NULL;
         break;
     case OCT_SCALE_BLOCK128:
@@ -127,8 +130,9 @@ static const char *cuda_cannot(const oct_linear_desc *d)
         break;
     case OCT_SCALE_MX32: return "MX 1x32 scales are not implemented on CUDA";
     }
-    return "implements per-token activations with tensor/channel weight scales, 1x128 groups "
-           "with 128x128 blocks, and weight-only (W8A16) with tensor/channel scales";
+    return "implements per-token, per-tensor (dynamic or static) and no activation "
+           "quantization with tensor/channel weight scales, and 1x128 groups with 128x128 "
+           "blocks";
 }
 
 static void cuda_release(oct_linear *l)
@@ -194,6 +198,31 @@ static oct_status put_quantized(cuda_scratch *s, const oct_linear *l, int64_t m,
     return oct_cuda_memcpy_h2d(s->dsa, sa, (size_t)ns * sizeof(float));
 }
 
+/* Per-tensor activations of bf16 x already on the device (s->dx): codes into
+ * s->dq and the scale into s->dsa (a checkpoint's static scale, expanded to one
+ * per row on the host; or the dynamic one, a single device float, TENSOR). */
+static oct_status quant_per_tensor(cuda_scratch *s, const oct_linear *l, int64_t m,
+                                   oct_scale_kind *ka)
+{
+    size_t mk = (size_t)m * (size_t)l->k;
+    oct_status st = dev_grow(&s->dq, &s->dq_bytes, mk);
+    if (st == OCT_OK)
+        st = dev_grow(&s->dsa, &s->dsa_bytes, (size_t)m * sizeof(float));
+    if (st != OCT_OK)
+        return st;
+    if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR) {
+        *ka = OCT_SCALE_TENSOR;
+        return oct_cuda_quant_tensor_bf16(s->dx, (int64_t)mk, s->dq, s->dsa, NULL);
+    }
+    *ka = OCT_SCALE_ROW;
+    const float sc = l->desc.act_static_scale;
+    float *sa = s->hx; /* free again: x went over synchronously (mk * 2 >= 4 m bytes) */
+    for (int64_t i = 0; i < m; i++)
+        sa[i] = sc;
+    st = oct_cuda_quant_static_bf16(s->dx, (int64_t)mk, sc, s->dq, NULL);
+    return st == OCT_OK ? oct_cuda_memcpy_h2d(s->dsa, sa, (size_t)m * sizeof(float)) : st;
+}
+
 static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
                            oct_error *err)
 {
@@ -220,11 +249,22 @@ static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in,
         what = "copy to the GPU";
         if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) != OCT_OK)
             goto fail;
-        what = l->desc.act == OCT_ACT_NONE ? "gemv_w8a16" : "linear_fp8_dyn";
-        st = l->desc.act == OCT_ACT_NONE
-                 ? oct_cuda_gemv_w8a16(m, n, k, s->dx, c->w, c->sw, s->dy, NULL)
-                 : oct_cuda_linear_fp8_dyn(s->ctx, m, n, k, s->dx, c->w, c->kind, c->sw,
-                                           l->desc.act_scale_ub, s->dy, OCT_CUDA_PATH_AUTO, NULL);
+        if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR || l->desc.act == OCT_ACT_STATIC) {
+            oct_scale_kind ka;
+            what = "per-tensor activation quantization";
+            if ((st = quant_per_tensor(s, l, m, &ka)) != OCT_OK)
+                goto fail;
+            what = "gemm_fp8";
+            st = oct_cuda_gemm_fp8(s->ctx, m, n, k, s->dq, ka, s->dsa, c->w, c->kind, c->sw, s->dy,
+                                   OCT_CUDA_PATH_AUTO, NULL);
+        } else {
+            what = l->desc.act == OCT_ACT_NONE ? "gemv_w8a16" : "linear_fp8_dyn";
+            st = l->desc.act == OCT_ACT_NONE
+                     ? oct_cuda_gemv_w8a16(m, n, k, s->dx, c->w, c->sw, s->dy, NULL)
+                     : oct_cuda_linear_fp8_dyn(s->ctx, m, n, k, s->dx, c->w, c->kind, c->sw,
+                                               l->desc.act_scale_ub, s->dy, OCT_CUDA_PATH_AUTO,
+                                               NULL);
+        }
     } else {
         oct_scale_kind ka;
         what = "pre-quantized activations (tensor/row with row, or block with block)";
