@@ -84,23 +84,22 @@ __global__ void __launch_bounds__(kThreads, 2)
     // weight requests (measured: the quantization then ran after the stream).
     int lt = blockIdx.x, lc = 0;
     uint4 wr[U][4];
-    load_chunk(wr[0], w, n, k, lt, warp, g, t, pol, ef);
-    if (++lc == cw) {
-        lc = 0;
-        lt += gridDim.x;
-    }
-    if constexpr (PREQ) { // the rest of the ring: weights need nothing from the quantizer
-#pragma unroll
-        for (int u = 1; u < U; u++) {
-            if (lt < ntiles) {
-                load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
-                if (++lc == cw) {
-                    lc = 0;
-                    lt += gridDim.x;
-                }
-            }
+    auto produce = [&](uint4(&d)[4]) { // the next chunk of the sequence into d
+        load_chunk(d, w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
+        if (++lc == cw) {
+            lc = 0;
+            lt += gridDim.x;
         }
-    }
+    };
+    auto fill_ring = [&] { // slots 1..U-1 (slot 0 goes first, alone)
+#pragma unroll
+        for (int u = 1; u < U; u++)
+            if (lt < ntiles)
+                produce(wr[u]);
+    };
+    produce(wr[0]);
+    if constexpr (PREQ) // the rest of the ring: weights need nothing from the quantizer
+        fill_ring();
     if (threadIdx.x < MT * 8)
         amax_u[threadIdx.x] = 0u;
     oct_pdl_wait();
@@ -118,16 +117,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int j = 0; j < 4; j++)
             b[j] = threadIdx.x + j * kThreads < tot ? __ldg(xv + threadIdx.x + j * kThreads)
                                                     : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-        for (int u = 1; u < U; u++) {
-            if (lt < ntiles) {
-                load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
-                if (++lc == cw) {
-                    lc = 0;
-                    lt += gridDim.x;
-                }
-            }
-        }
+        fill_ring();
         __syncthreads(); // amax_u zeroed
         {
             int cur = 0, bound = kv;
@@ -217,13 +207,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                     const uint4 x1 = PREQ ? __ldg(c0 + 4) : c0[4];
                     oct_mma_chunk(acc[mt], wr[u], x0, x1);
                 }
-                if (lt < ntiles) { // refill the slot, possibly from the next tile
-                    load_chunk(wr[u], w, n, k, lt, warp + kWarps * lc, g, t, pol, ef);
-                    if (++lc == cw) {
-                        lc = 0;
-                        lt += gridDim.x;
-                    }
-                }
+                if (lt < ntiles) // refill the slot, possibly from the next tile
+                    produce(wr[u]);
                 if (++cc == cw) { // tile done: reduce across warps, scale, store
                     oct_gemv_stash<MT>(acc, red[buf][warp], lane);
                     __syncthreads();

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""profile_wgmma.py — one large-M FP8 GEMM, octet's Hopper kernel (a chosen tile shape)
+and then cuBLASLt, on pre-quantized per-token inputs, for a profiler to look at:
+
+    ncu --clock-control none --kernel-name regex:'wgmma|sm90|gemm' --launch-count 4 \\
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \\
+        python3 bench/cuda/profile_wgmma.py --cfg 6 --m 4096 --k 4096 --n 28672
+
+--cfg is the context knob "wgmma_cfg" (1-based index into gemm_wgmma.cu's kConfigs;
+6 = wgmma_128x256).  Each path runs --reps times; nothing is checked here (check_cuda
+and bench_gemm_cuda.py do that).
+"""
+import argparse
+import ctypes
+
+import torch
+
+SCALE_ROW, PATH_LT, PATH_WGMMA = 1, 2, 3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
+    ap.add_argument("--cfg", type=int, default=6)
+    ap.add_argument("--m", type=int, default=4096)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--n", type=int, default=28672)
+    ap.add_argument("--reps", type=int, default=2)
+    a = ap.parse_args()
+    lib = ctypes.CDLL(a.lib)
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.oct_cuda_ctx_create.argtypes = [ctypes.POINTER(vp)]
+    lib.oct_cuda_ctx_set.argtypes = [vp, ctypes.c_char_p, i64]
+    lib.oct_cuda_gemm_fp8.argtypes = [vp, i64, i64, i64, vp, ctypes.c_int, vp, vp, ctypes.c_int,
+                                      vp, vp, ctypes.c_int, vp]
+    ctx = vp()
+    assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0
+    assert lib.oct_cuda_ctx_set(ctx, b"wgmma_cfg", a.cfg) == 0
+    dev = "cuda"
+    x = (torch.randn(a.m, a.k, device=dev) * 0.5).to(torch.float8_e4m3fn)
+    w = (torch.randn(a.n, a.k, device=dev) * 0.5).to(torch.float8_e4m3fn)
+    sx = torch.full((a.m,), 0.01, device=dev)
+    sw = torch.full((a.n,), 0.01, device=dev)
+    y = torch.empty(a.m, a.n, device=dev, dtype=torch.bfloat16)
+    for path in (PATH_WGMMA, PATH_LT):
+        for _ in range(a.reps):
+            r = lib.oct_cuda_gemm_fp8(ctx, a.m, a.n, a.k, x.data_ptr(), SCALE_ROW, sx.data_ptr(),
+                                      w.data_ptr(), SCALE_ROW, sw.data_ptr(), y.data_ptr(), path,
+                                      None)
+            assert r == 0, f"path {path}: status {r}"
+    torch.cuda.synchronize()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
