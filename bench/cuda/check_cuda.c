@@ -36,6 +36,7 @@
 #define EVICT_FIRST_DEFAULT 1
 
 static int g_fail, g_pass;
+static int g_sm90;      /* compute capability 9.0: octet's Hopper GEMM must run */
 static long g_nan_sign; /* NaN codes whose sign differs from the x86 CPU path (see below) */
 
 /* Codes equal, or both NaN: a NaN code's sign follows the platform's NaN
@@ -282,14 +283,18 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
      * scale family answers OCT_ERR_UNSUPPORTED and is skipped), then the default. */
 #define RUN_WGMMA(label, call)                                                                     \
     do {                                                                                           \
+        int ran_ = 0;                                                                              \
         for (int cfg_ = 1; k % 128 == 0 && oct_cuda_ctx_set(ctx, "wgmma_cfg", cfg_) == OCT_OK;     \
              cfg_++) {                                                                             \
             CK(cudaMemset(dy, 0xFF, (size_t)(m * n) * 2));                                         \
             if ((call) == OCT_ERR_UNSUPPORTED)                                                     \
                 continue;                                                                          \
+            ran_++;                                                                                \
             RUN_CHECK(label, call);                                                                \
         }                                                                                          \
         oct_cuda_ctx_set(ctx, "wgmma_cfg", 0);                                                     \
+        if (k % 128 == 0 && g_sm90 && !ran_)                                                       \
+            report(label " (no tile shape ran)", 0, "%.0f", 0.0);                                  \
     } while (0)
 
     /* per-token x per-channel */
@@ -352,6 +357,13 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                                       dsb, 0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_CHECK("dyn block auto", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                         dsb, 0.0f, dy, OCT_CUDA_PATH_AUTO, NULL));
+    if (m > 64 && m % 4 != 0) { /* no wgmma, and cuBLASLt has no block kernel: the fallback */
+        oct_cuda_ctx_set(ctx, "wgmma", 0);
+        RUN_CHECK("dyn block auto(no wgmma, M % 4 != 0)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
+                                          OCT_CUDA_PATH_AUTO, NULL));
+        oct_cuda_ctx_set(ctx, "wgmma", 1);
+    }
     if (m > 16 && m <= 64) { /* the streaming kernel on cuBLASLt's [k/128][m] scale layout */
         oct_cuda_ctx_set(ctx, "large_gemv", 1);
         RUN_CHECK("dyn block auto(gemv on [k/128][m] scales)",
@@ -371,6 +383,12 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
         RUN_CHECK("prequant block auto",
                   oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_BLOCK128, dsa, dwb,
                                     OCT_SCALE_BLOCK128, dsb, dy, OCT_CUDA_PATH_AUTO, NULL));
+        /* without octet's GEMM the [m][k/128] scales must reach cuBLASLt transposed */
+        oct_cuda_ctx_set(ctx, "wgmma", 0);
+        RUN_CHECK("prequant block auto(no wgmma)",
+                  oct_cuda_gemm_fp8(ctx, m, n, k, dqa, OCT_SCALE_BLOCK128, dsa, dwb,
+                                    OCT_SCALE_BLOCK128, dsb, dy, OCT_CUDA_PATH_AUTO, NULL));
+        oct_cuda_ctx_set(ctx, "wgmma", 1);
         cudaFree(dqa);
         cudaFree(dsa);
     }
@@ -904,6 +922,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
             csv_path = argv[++i];
     }
+    int dev = 0, major = 0, minor = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    g_sm90 = major == 9 && minor == 0;
     oct_cuda_ctx *ctx = NULL;
     oct_status st = oct_cuda_ctx_create(&ctx);
     if (st != OCT_OK) {

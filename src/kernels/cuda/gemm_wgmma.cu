@@ -8,7 +8,7 @@
 //       partial sum is scaled by sa[r, kb] * sw[c/128, kb] and added in f32.
 //
 // Block layout: one CTA = one BM x BN output tile (BM = 64 per consumer
-// warpgroup), K walked in 128-byte steps.  A producer warp's single thread loads
+// warpgroup), K walked in 128-byte steps.  One thread of a producer warpgroup loads
 // each step's a and w boxes with the tensor copy engine (128-byte swizzle, the
 // layout wgmma's descriptors read) into an S-stage ring, arriving on a "full"
 // mbarrier; each consumer warpgroup runs 4 wgmma m64nBNk32 per step from shared
@@ -43,6 +43,15 @@ struct Params {
     int64_t sa_rs, sa_ks; // block scales: sa[r * sa_rs + kb * sa_ks]
     uint16_t *y;
     int pdl;
+};
+
+// Registers per thread after setmaxnreg (two consumer warpgroups only): the
+// producer warpgroup gives its registers to the consumers.  The pool is what the
+// launch allocated, ptxas's count x 384 threads, so the launcher checks that
+// count (decrease + 2 x increase <= 3 x count) before using a shape.
+template <int MINB> struct RegSplit {
+    static constexpr int DEC = MINB == 1 ? 40 : 24;
+    static constexpr int INC = MINB == 1 ? 232 : 104;
 };
 
 template <int NC, int BN, int S> struct Shape {
@@ -96,7 +105,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
 
     if (wg == NC) { // producer warpgroup: one thread issues every copy
         if constexpr (NC > 1)
-            oct_setmaxnreg_dec<MINB == 1 ? 40 : 24>();
+            oct_setmaxnreg_dec<RegSplit<MINB>::DEC>();
         if (threadIdx.x == NC * 128) {
             oct_tma_prefetch_map(&map_a);
             oct_tma_prefetch_map(&map_w);
@@ -121,7 +130,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
     }
 
     if constexpr (NC > 1)
-        oct_setmaxnreg_inc<MINB == 1 ? 232 : 104>();
+        oct_setmaxnreg_inc<RegSplit<MINB>::INC>();
     if (p.pdl)
         oct_pdl_wait(); // the activation scales come from the previous kernel
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
@@ -205,6 +214,10 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
                 store_bf16x2(y1 + c, sa1 * (w0 * acc[4 * j + 2]), sa1 * (w1 * acc[4 * j + 3]));
         }
     }
+#else
+    // Built without sm_90a code (another -gencode, or PTX JIT-compiled for plain
+    // sm_90): fail loudly rather than leave y unwritten.
+    __trap();
 #endif
 }
 
@@ -217,10 +230,29 @@ cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p
 {
     using T = Shape<NC, BN, S>;
     auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB>;
-    cudaError_t e =
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T::SMEM);
+    // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
+    // register pool ptxas gave the kernel covers the redistribution.
+    static std::atomic<unsigned> ready{0}, refused{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess)
         return e;
+    const unsigned bit = dev < 32 ? 1u << dev : 0u;
+    if (refused.load() & bit)
+        return cudaErrorNotSupported;
+    if (!bit || !(ready.load() & bit)) {
+        cudaFuncAttributes fa;
+        if ((e = cudaFuncGetAttributes(&fa, kern)) != cudaSuccess)
+            return e;
+        if (NC > 1 && RegSplit<MINB>::DEC + NC * RegSplit<MINB>::INC > (NC + 1) * fa.numRegs) {
+            refused.fetch_or(bit);
+            return cudaErrorNotSupported;
+        }
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)T::SMEM);
+        if (e != cudaSuccess)
+            return e;
+        ready.fetch_or(bit);
+    }
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = oct_cuda_launch_config(grid, T::THREADS, T::SMEM, st, pdl, &attr);
     return cudaLaunchKernelEx(&cfg, kern, ma, mw, p);
@@ -337,7 +369,8 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
                  (g->kw != OCT_SCALE_TENSOR && g->kw != OCT_SCALE_ROW)))
         return OCT_ERR_UNSUPPORTED;
     if (g->k % kBK != 0 || g->n % 8 != 0 || g->m > INT32_MAX / 2 || g->n > INT32_MAX / 2 ||
-        g->k > INT32_MAX / 2 || ((uintptr_t)g->a | (uintptr_t)g->w) % 16 != 0 || !device_is_sm90())
+        g->k > INT32_MAX / 2 || ((uintptr_t)g->a | (uintptr_t)g->w) % 16 != 0 ||
+        (uintptr_t)g->y % 4 != 0 || !device_is_sm90())
         return OCT_ERR_UNSUPPORTED;
     if (g->m == 0)
         return OCT_OK;
@@ -363,5 +396,6 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
     const int64_t grid = (int64_t)p.tiles_m * p.tiles_n;
     if (grid > INT32_MAX)
         return OCT_ERR_UNSUPPORTED;
-    return oct_cuda_check(c.fn(ma, mw, p, (unsigned)grid, pdl, st));
+    const cudaError_t e = c.fn(ma, mw, p, (unsigned)grid, pdl, st);
+    return e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED : oct_cuda_check(e);
 }

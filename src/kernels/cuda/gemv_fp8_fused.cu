@@ -20,8 +20,9 @@
 //
 // PREQ (pre-quantized): the same persistent kernel without the quantization
 // prologue, reading the per-token quantizer's codes and scales (launched before
-// it with programmatic dependent launch) instead of x — for 3..16 tokens, where
-// m*k divisions per block cost more than the quantizer, and the even tile split
+// it with programmatic dependent launch) instead of x — for up to 16 tokens where
+// the fused kernel is not used (m*k divisions per block cost more than the
+// quantizer beyond ~8K elements), and the even tile split
 // still removes the plain kernel's partial last wave (4096x6144: 384 tiles on 264
 // resident blocks run as 1.45 waves).
 //

@@ -157,7 +157,8 @@ template <int R> __device__ __forceinline__ void oct_wgmma_reg_fence(float (&d)[
 }
 
 /* Register budget per thread of a warpgroup (setmaxnreg, sm_90a): the kernel
- * must be launched with a register cap (__launch_bounds__(threads, 1)). */
+ * must have a register cap (__launch_bounds__(threads, min_blocks)), and the
+ * warpgroups' new budgets must fit the registers the launch allocated. */
 template <int R> __device__ __forceinline__ void oct_setmaxnreg_inc(void)
 {
 #ifdef OCT_HAS_WGMMA

@@ -28,6 +28,7 @@
 
 // The measured choice for one shape (large_gemm below).
 struct oct_mm_choice {
+    int dev;
     int64_t m, n, k; // m: the power-of-two bucket
     int ka, kw;
     int wg_ok, lt_ok, gemv_ok; // which candidates were allowed
@@ -243,20 +244,27 @@ static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t 
     return oct_cuda_lt_gemm(c, g->m, g->n, g->k, g->a, g->ka, g->sa, g->w, g->kw, g->sw, g->y, st);
 }
 
-// y = a w^T beyond the streaming kernel's fixed range (M <= 16).  Candidates:
-// every gemm_wgmma.cu tile shape that fits (unless path is LT or the "wgmma"
-// knob is off), cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads
-// them, and path is not WGMMA) and, up to 64 tokens on the auto path, the
-// streaming kernel (it wins some M = 32 shapes: 128x128 block scales on
-// 4096->6144 and 14336->4096).  The first call of each (power-of-two bucket of m, n, k, scale
-// kinds) times them all on the caller's buffers and keeps the fastest, so it is
-// slow and must not be captured into a CUDA graph.  quant() re-enqueues the
+// y = a w^T from 17 tokens on the auto path (and any M on a forced LT / WGMMA
+// path).  Candidates: every gemm_wgmma.cu tile shape that fits (unless path is
+// LT or the "wgmma" knob is off), cuBLASLt (when lt_ok: block scales laid out as
+// cuBLASLt reads them, and path is not WGMMA) and, up to 64 tokens on the auto
+// path, the streaming kernel (it wins some M = 32 shapes: 128x128 block scales on
+// 4096->6144 and 14336->4096).
+//
+// The first call of each (device, power-of-two bucket of m, n, k, scale kinds)
+// times them all on the caller's buffers and keeps the fastest: slow (tens of
+// launches), so a stream being captured into a CUDA graph gets a default instead
+// (cuBLASLt where allowed, else the first wgmma shape that fits, else the
+// streaming kernel), not remembered.  The outputs must not alias the inputs (the
+// quantization is re-run after candidates wrote y).  quant() re-enqueues the
 // activation quantization that produced a / sa (a no-op for pre-quantized
 // inputs): it is timed with each candidate, as it runs, so the wgmma kernel's
 // programmatic dependent launch (pdl: it fetches weights while the quantizer
-// runs) counts.  cuBLASLt keeps the shape unless a wgmma shape beats it by 3%:
-// at the largest shapes the two measured within a few percent in the tuner and
-// cuBLASLt ahead under sustained load (14336->4096 M = 8192: 905 vs 972 us).
+// runs) counts.  cuBLASLt keeps the shape unless a wgmma shape beats it by 3%: at
+// the largest shapes the two measured within a few percent in the tuner and
+// cuBLASLt ahead under sustained load (14336->4096 M = 8192: 905 vs 972 us).  A
+// choice that cannot run a later call of its bucket (cuBLASLt's block kernels
+// need M % 4 == 0; an unaligned operand) falls back to the other candidates.
 template <class Q>
 static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path, bool pdl,
                              bool lt_ok, cudaStream_t st, Q quant)
@@ -270,72 +278,84 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         return run_wgmma(c, g, c->wgmma_cfg - 1, pdl, st);
     if (gemv_ok && c->large_gemv)
         return run_gemv(c, g, pdl, st);
-    oct_mm_choice *ch = c->choices;
     // One measurement per power-of-two bucket of M (M changes every step under
     // continuous batching; each new bucket is measured once, at the first M seen).
     int64_t mb = 1;
     while (mb < g->m)
         mb *= 2;
-    while (ch &&
-           !(ch->m == mb && ch->n == g->n && ch->k == g->k && ch->ka == g->ka && ch->kw == g->kw &&
-             ch->wg_ok == wg_ok && ch->lt_ok == (int)lt_ok && ch->gemv_ok == gemv_ok))
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return OCT_ERR_INTERNAL;
+    oct_mm_choice *ch = c->choices;
+    while (ch && !(ch->dev == dev && ch->m == mb && ch->n == g->n && ch->k == g->k &&
+                   ch->ka == g->ka && ch->kw == g->kw && ch->wg_ok == wg_ok &&
+                   ch->lt_ok == (int)lt_ok && ch->gemv_ok == gemv_ok))
         ch = ch->next;
-    if (!ch) {
-        ch = (oct_mm_choice *)calloc(1, sizeof *ch);
-        if (!ch)
-            return OCT_ERR_NOMEM;
-        *ch =
-            oct_mm_choice{mb, g->n, g->k, g->ka, g->kw, wg_ok, lt_ok, gemv_ok, -2, -1, c->choices};
-        float best = 1e30f;
-        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs(); i++) {
-            if (!oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
-                continue;
-            const float t = time_median_ms(
+    int cfg = ch ? ch->cfg : -2, wg_cfg = ch ? ch->wg_cfg : -1;
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (!ch && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
+        cap != cudaStreamCaptureStatusNone) {
+        for (int i = 0; wg_ok && wg_cfg < 0 && i < oct_cuda_wgmma_num_configs(); i++)
+            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+                wg_cfg = i;
+        cfg = lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
+    } else if (!ch) {
+        // Time each allowed candidate with its quantizer in front (1e30: it failed).
+        auto timed = [&](auto gemm) {
+            return time_median_ms(
                 c,
                 [&] {
                     const oct_status s = quant();
-                    return s != OCT_OK ? s : oct_cuda_wgmma_gemm(g, i, pdl, st);
+                    return s != OCT_OK ? s : gemm();
                 },
                 st);
+        };
+        const float kFailed = 1e29f;
+        float best = kFailed;
+        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs(); i++) {
+            if (!oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+                continue;
+            const float t = timed([&] { return oct_cuda_wgmma_gemm(g, i, pdl, st); });
             if (t < best) {
                 best = t;
-                ch->cfg = ch->wg_cfg = i;
+                cfg = wg_cfg = i;
             }
         }
-        const float t_lt = lt_ok ? time_median_ms(
-                                       c,
-                                       [&] {
-                                           const oct_status s = quant();
-                                           return s != OCT_OK ? s : run_lt(c, g, st);
-                                       },
-                                       st)
-                                 : 1e30f;
-        if (t_lt < best * 1.03f) {
+        const float t_lt = lt_ok ? timed([&] { return run_lt(c, g, st); }) : 1e30f;
+        if (t_lt < kFailed && t_lt < best * 1.03f) {
             best = t_lt;
-            ch->cfg = -1;
+            cfg = -1;
         }
-        if (gemv_ok && time_median_ms(
-                           c,
-                           [&] {
-                               const oct_status s = quant();
-                               return s != OCT_OK ? s : run_gemv(c, g, pdl, st);
-                           },
-                           st) < best)
-            ch->cfg = -3;
+        if (gemv_ok && timed([&] { return run_gemv(c, g, pdl, st); }) < best)
+            cfg = -3;
+        // The flush buffer (2 x L2) is only for measuring: give it back.
+        cudaFree(c->l2_flush);
+        c->l2_flush = NULL;
+        c->l2_flush_bytes = 0;
+        if (cfg == -2) // nothing ran: nothing to remember (it may be transient)
+            return OCT_ERR_UNSUPPORTED;
+        ch = (oct_mm_choice *)calloc(1, sizeof *ch);
+        if (!ch)
+            return OCT_ERR_NOMEM;
+        *ch = oct_mm_choice{dev,   mb,    g->n,    g->k, g->ka,  g->kw,
+                            wg_ok, lt_ok, gemv_ok, cfg,  wg_cfg, c->choices};
         c->choices = ch;
     }
-    if (ch->cfg >= 0)
-        return run_wgmma(c, g, ch->cfg, pdl, st);
-    if (ch->cfg == -3)
-        return run_gemv(c, g, pdl, st);
-    if (ch->cfg == -1) {
-        const oct_status s = run_lt(c, g, st);
-        // cuBLASLt has block kernels only for M % 4 == 0: another M of the bucket
-        if (s == OCT_ERR_UNSUPPORTED && ch->wg_cfg >= 0)
-            return run_wgmma(c, g, ch->wg_cfg, pdl, st);
-        return s;
-    }
-    return OCT_ERR_UNSUPPORTED;
+    // The choice, then the other allowed candidates if it cannot run this call.
+    oct_status s = OCT_ERR_UNSUPPORTED;
+    if (cfg >= 0)
+        s = run_wgmma(c, g, cfg, pdl, st);
+    else if (cfg == -3)
+        s = run_gemv(c, g, pdl, st);
+    else if (cfg == -1)
+        s = run_lt(c, g, st);
+    if (s == OCT_ERR_UNSUPPORTED && cfg != -1 && lt_ok)
+        s = run_lt(c, g, st);
+    if (s == OCT_ERR_UNSUPPORTED && wg_cfg >= 0 && wg_cfg != cfg)
+        s = run_wgmma(c, g, wg_cfg, pdl, st);
+    if (s == OCT_ERR_UNSUPPORTED && gemv_ok && cfg != -3)
+        s = run_gemv(c, g, pdl, st);
+    return s;
 }
 
 static oct_status no_quant(void)
@@ -421,17 +441,12 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
         return oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
     });
     if (s == OCT_ERR_UNSUPPORTED && path == OCT_CUDA_PATH_AUTO && k % 128 == 0) {
-        // Neither runs here (cuBLASLt has no block kernel for M % 4 != 0, and no
-        // Hopper GEMM off sm_90): the streaming kernel, 64 tokens per weight pass
-        // (requantize in its scale layout if we used the other).
-        if (mn) {
-            s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, nkb, 1, st);
-            if (s != OCT_OK)
-                return s;
-        }
+        // Nothing measured runs here (cuBLASLt has no block kernel for M % 4 != 0,
+        // and there is no Hopper GEMM off sm_90): the streaming kernel, 64 tokens
+        // per weight pass, on the scales as laid out.
         snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block(fallback)");
-        return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
-                                         st);
+        return oct_cuda_gemv_w8a8_launch_strided(m, n, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, w,
+                                                 sw, OCT_SCALE_BLOCK128, yo, true, st);
     }
     return s;
 }
@@ -503,7 +518,14 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         transpose_scales<<<(unsigned)((m * nkb + 255) / 256), 256, 0, st>>>(sa, m, nkb, c->s);
         if (cudaGetLastError() != cudaSuccess)
             return OCT_ERR_INTERNAL;
-        return oct_cuda_lt_gemm(c, m, n, k, a, ka, c->s, w, kw, sw, yo, st);
+        s = oct_cuda_lt_gemm(c, m, n, k, a, ka, c->s, w, kw, sw, yo, st);
+        if (s != OCT_ERR_UNSUPPORTED || path != OCT_CUDA_PATH_AUTO)
+            return s;
+        // No cuBLASLt block kernel either (M % 4 != 0): the streaming kernel, 64
+        // tokens per weight pass, on the scales as given.
+        snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_block(fallback)");
+        return oct_cuda_gemv_w8a8_launch_strided(m, n, k, a, sa, nkb, 1, w, sw, OCT_SCALE_BLOCK128,
+                                                 yo, false, st);
     }
     return large_gemm(c, &g, path, false, true, st, no_quant);
 }

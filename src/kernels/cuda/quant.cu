@@ -159,8 +159,7 @@ extern "C" oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t
     const uint16_t *xs = static_cast<const uint16_t *>(x);
     uint8_t *qs = static_cast<uint8_t *>(q);
     const int64_t slices = (k / 8 + kSplitVecs - 1) / kSplitVecs;
-    if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0 && slices > 1 && m < 128 &&
-        m <= 65535)
+    if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0 && slices > 1 && m < 128)
         // fewer rows than SMs: split rows over blocks (a row per block would
         // leave most SMs idle and run K/256 divisions per thread)
         quant_rows_bf16_split<<<dim3((unsigned)slices, (unsigned)m), kTokThreads, 0, st>>>(
