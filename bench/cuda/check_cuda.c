@@ -291,6 +291,9 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                 continue;                                                                          \
             ran_++;                                                                                \
             RUN_CHECK(label, call);                                                                \
+            oct_cuda_ctx_set(ctx, "gemv_max_ctas", 2); /* persistent shapes: many tiles each */    \
+            RUN_CHECK(label " (<= 2 blocks)", call);                                               \
+            oct_cuda_ctx_set(ctx, "gemv_max_ctas", 0);                                             \
         }                                                                                          \
         oct_cuda_ctx_set(ctx, "wgmma_cfg", 0);                                                     \
         if (k % 128 == 0 && g_sm90 && !ran_)                                                       \

@@ -301,7 +301,8 @@ oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, cons
 oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, const uint8_t *q,
                                              const float *sa, const uint8_t *w, const float *sw,
                                              uint16_t *y, bool any_grid, cudaStream_t st);
-/* Testing knob: cap on the fused kernel's resident blocks (0: none). */
+/* Testing knob: cap on the persistent grids' blocks (the fused / persistent
+ * streaming kernels and the "_p" wgmma shapes; 0: none). */
 extern int oct_cuda_gemv_max_ctas;
 
 /* octet's Hopper FP8 GEMM (gemm_wgmma.cu, sm_90a): y [m,n] bf16 = a [m,k] x

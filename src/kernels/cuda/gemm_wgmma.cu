@@ -85,14 +85,16 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
     uint64_t *empty = full + S;
 
     const int wg = threadIdx.x / 128;
-    const int per_group = kGroupM * p.tiles_n;
-    const int pid = blockIdx.x;
-    const int first_m = pid / per_group * kGroupM;
-    const int gsz = min(p.tiles_m - first_m, kGroupM);
-    const int tm = first_m + pid % per_group % gsz;
-    const int tn = pid % per_group / gsz;
-    const int m0 = tm * T::BM, n0 = tn * BN;
+    const int ntiles = p.tiles_m * p.tiles_n;
     const int nk = p.k / kBK;
+    // Tile t -> its output corner: groups of kGroupM M-tiles, M fastest.
+    auto corner = [&](int t, int &m0, int &n0) {
+        const int per_group = kGroupM * p.tiles_n;
+        const int first_m = t / per_group * kGroupM;
+        const int gsz = min(p.tiles_m - first_m, kGroupM);
+        m0 = (first_m + t % per_group % gsz) * T::BM;
+        n0 = t % per_group / gsz * BN;
+    };
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
@@ -109,21 +111,36 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
         if (threadIdx.x == NC * 128) {
             oct_tma_prefetch_map(&map_a);
             oct_tma_prefetch_map(&map_w);
-            const int pre = min(S, nk);
-            for (int kb = 0; kb < pre; kb++) { // weights do not depend on the previous kernel
-                oct_mbar_expect_tx(&full[kb], T::STAGE);
-                oct_tma_load_2d(smem + kb * T::STAGE + T::A_BYTES, &map_w, &full[kb], kb * kBK, n0);
-            }
-            if (p.pdl)
-                oct_pdl_wait();
-            for (int kb = 0; kb < pre; kb++)
-                oct_tma_load_2d(smem + kb * T::STAGE, &map_a, &full[kb], kb * kBK, m0);
-            for (int kb = pre; kb < nk; kb++) {
-                const int s = kb % S;
-                oct_mbar_wait(&empty[s], ((kb / S) & 1) ^ 1);
-                oct_mbar_expect_tx(&full[s], T::STAGE);
-                oct_tma_load_2d(smem + s * T::STAGE + T::A_BYTES, &map_w, &full[s], kb * kBK, n0);
-                oct_tma_load_2d(smem + s * T::STAGE, &map_a, &full[s], kb * kBK, m0);
+            // q counts K steps over all of this CTA's tiles: stage q % S, pass q / S.
+            int q = 0;
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                int m0, n0;
+                corner(t, m0, n0);
+                int kb = 0;
+                if (t == (int)blockIdx.x) {
+                    // First tile: its first S weight boxes before waiting for the
+                    // quantizer (weights do not depend on the previous kernel).
+                    const int pre = min(S, nk);
+                    for (int i = 0; i < pre; i++) {
+                        oct_mbar_expect_tx(&full[i], T::STAGE);
+                        oct_tma_load_2d(smem + i * T::STAGE + T::A_BYTES, &map_w, &full[i], i * kBK,
+                                        n0);
+                    }
+                    if (p.pdl)
+                        oct_pdl_wait();
+                    for (int i = 0; i < pre; i++)
+                        oct_tma_load_2d(smem + i * T::STAGE, &map_a, &full[i], i * kBK, m0);
+                    kb = pre;
+                    q = pre;
+                }
+                for (; kb < nk; kb++, q++) {
+                    const int s = q % S;
+                    oct_mbar_wait(&empty[s], ((q / S) & 1) ^ 1);
+                    oct_mbar_expect_tx(&full[s], T::STAGE);
+                    oct_tma_load_2d(smem + s * T::STAGE + T::A_BYTES, &map_w, &full[s], kb * kBK,
+                                    n0);
+                    oct_tma_load_2d(smem + s * T::STAGE, &map_a, &full[s], kb * kBK, m0);
+                }
             }
         }
         return;
@@ -134,84 +151,90 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
     if (p.pdl)
         oct_pdl_wait(); // the activation scales come from the previous kernel
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
     float acc[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        acc[i] = 0.0f;
     float part[BLK ? BN / 2 : 1];
 #pragma unroll
     for (int i = 0; i < (BLK ? BN / 2 : 1); i++)
         part[i] = 0.0f;
-
-    for (int kb = 0; kb < nk; kb++) {
-        const int s = kb % S;
-        oct_mbar_wait(&full[s], (kb / S) & 1);
-        const uint8_t *stage = smem + (size_t)s * T::STAGE;
-        const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
-        const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
-        if constexpr (BLK) {
-            oct_wgmma_reg_fence(part);
-            oct_wgmma_fence();
+    int q = 0; // the producer's step count
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        int m0, n0;
+        corner(t, m0, n0);
+        const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
 #pragma unroll
-            for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
-                oct_wgmma_e4m3<BN>(part, da + 2 * kk, dw + 2 * kk, kk);
-            oct_wgmma_commit();
-            // The scales while the tensor cores run.
-            const float sw = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
-            const float s0 = __ldg(p.sa + min(r0, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
-            const float s1 = __ldg(p.sa + min(r1, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
-            oct_wgmma_wait<0>();
-            oct_wgmma_reg_fence(part);
-            oct_mbar_arrive(&empty[s]);
+        for (int i = 0; i < BN / 2; i++)
+            acc[i] = 0.0f;
+        for (int kb = 0; kb < nk; kb++, q++) {
+            const int s = q % S;
+            oct_mbar_wait(&full[s], (q / S) & 1);
+            const uint8_t *stage = smem + (size_t)s * T::STAGE;
+            const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
+            const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
+            if constexpr (BLK) {
+                oct_wgmma_reg_fence(part);
+                oct_wgmma_fence();
 #pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
-                acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
-                acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
-                acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
+                for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
+                    oct_wgmma_e4m3<BN>(part, da + 2 * kk, dw + 2 * kk, kk);
+                oct_wgmma_commit();
+                // The scales while the tensor cores run.
+                const float sw = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
+                const float s0 = __ldg(p.sa + min(r0, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
+                const float s1 = __ldg(p.sa + min(r1, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
+                oct_wgmma_wait<0>();
+                oct_wgmma_reg_fence(part);
+                oct_mbar_arrive(&empty[s]);
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
+                    acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
+                    acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
+                    acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
+                }
+            } else {
+                oct_wgmma_reg_fence(acc);
+                oct_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < kBK / 32; kk++)
+                    oct_wgmma_e4m3<BN>(acc, da + 2 * kk, dw + 2 * kk, 1);
+                oct_wgmma_commit();
+                // Keep this step's MMAs in flight; the previous step's are done, so
+                // its stage can be refilled.
+                oct_wgmma_wait<1>();
+                oct_wgmma_reg_fence(acc);
+                if (kb > 0)
+                    oct_mbar_arrive(&empty[(q - 1) % S]);
             }
-        } else {
-            oct_wgmma_reg_fence(acc);
-            oct_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < kBK / 32; kk++)
-                oct_wgmma_e4m3<BN>(acc, da + 2 * kk, dw + 2 * kk, 1);
-            oct_wgmma_commit();
-            // Keep this step's MMAs in flight; the previous step's are done, so
-            // its stage can be refilled.
-            oct_wgmma_wait<1>();
-            oct_wgmma_reg_fence(acc);
-            if (kb > 0)
-                oct_mbar_arrive(&empty[(kb - 1) % S]);
         }
-    }
-    oct_wgmma_wait<0>();
-    oct_wgmma_reg_fence(acc);
+        oct_wgmma_wait<0>();
+        oct_wgmma_reg_fence(acc);
+        if constexpr (!BLK) // the tile's last stage (the producer may be on the next tile)
+            oct_mbar_arrive(&empty[(q - 1) % S]);
 
-    float sa0 = 1.0f, sa1 = 1.0f;
-    if constexpr (!BLK) {
-        sa0 = __ldg(p.sa + (size_t)min(r0, p.m - 1) * p.sa_step);
-        sa1 = __ldg(p.sa + (size_t)min(r1, p.m - 1) * p.sa_step);
-    }
-    uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
+        float sa0 = 1.0f, sa1 = 1.0f;
+        if constexpr (!BLK) {
+            sa0 = __ldg(p.sa + (size_t)min(r0, p.m - 1) * p.sa_step);
+            sa1 = __ldg(p.sa + (size_t)min(r1, p.m - 1) * p.sa_step);
+        }
+        uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-        const int c = n0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
-        if (c >= p.n)
-            continue;
-        if constexpr (BLK) {
-            if (r0 < p.m)
-                store_bf16x2(y0 + c, acc[4 * j + 0], acc[4 * j + 1]);
-            if (r1 < p.m)
-                store_bf16x2(y1 + c, acc[4 * j + 2], acc[4 * j + 3]);
-        } else {
-            const float w0 = __ldg(p.sw + (size_t)c * p.sw_step);
-            const float w1 = __ldg(p.sw + (size_t)(c + 1) * p.sw_step);
-            if (r0 < p.m)
-                store_bf16x2(y0 + c, sa0 * (w0 * acc[4 * j + 0]), sa0 * (w1 * acc[4 * j + 1]));
-            if (r1 < p.m)
-                store_bf16x2(y1 + c, sa1 * (w0 * acc[4 * j + 2]), sa1 * (w1 * acc[4 * j + 3]));
+        for (int j = 0; j < BN / 8; j++) {
+            const int c = n0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
+            if (c >= p.n)
+                continue;
+            if constexpr (BLK) {
+                if (r0 < p.m)
+                    store_bf16x2(y0 + c, acc[4 * j + 0], acc[4 * j + 1]);
+                if (r1 < p.m)
+                    store_bf16x2(y1 + c, acc[4 * j + 2], acc[4 * j + 3]);
+            } else {
+                const float w0 = __ldg(p.sw + (size_t)c * p.sw_step);
+                const float w1 = __ldg(p.sw + (size_t)(c + 1) * p.sw_step);
+                if (r0 < p.m)
+                    store_bf16x2(y0 + c, sa0 * (w0 * acc[4 * j + 0]), sa0 * (w1 * acc[4 * j + 1]));
+                if (r1 < p.m)
+                    store_bf16x2(y1 + c, sa1 * (w0 * acc[4 * j + 2]), sa1 * (w1 * acc[4 * j + 3]));
+            }
         }
     }
 #else
@@ -263,9 +286,13 @@ struct Config {
     int bm, bn;
     bool blk;
     launch_fn fn;
+    int persistent; // 1: one CTA per SM walking tiles t, t + grid, ... (else one per tile)
 };
 
-// Tile shapes (BM x BN, ring stages, CTAs per SM).  64-row tiles with narrow N
+// Tile shapes (BM x BN, ring stages, CTAs per SM); "_p": the same kernel as a
+// persistent grid (one CTA per SM looping over tiles: no CTA launch, barrier
+// setup and ring fill per tile, and the producer fills the next tile's stages
+// while the consumers run the epilogue).  64-row tiles with narrow N
 // spread small and mid M over all SMs; 128 x 256 is the large-M shape (two
 // consumer warpgroups, 128 accumulator registers each, setmaxnreg 232); the "x2"
 // shapes fit two CTAs per SM (a small ring each), so one CTA's prologue and
@@ -279,9 +306,12 @@ const Config kConfigs[] = {
     {"wgmma_128x256", 128, 256, false, launch<2, 256, 4, false>},
     {"wgmma_64x128_x2", 64, 128, false, launch<1, 128, 4, false, 2>},
     {"wgmma_128x64_x2", 128, 64, false, launch<2, 64, 4, false, 2>},
+    {"wgmma_128x128_p", 128, 128, false, launch<2, 128, 6, false>, 1},
+    {"wgmma_128x256_p", 128, 256, false, launch<2, 256, 4, false>, 1},
     {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
     {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
+    {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
@@ -393,9 +423,18 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
     p.sa_ks = g->sa_ks;
     p.y = g->y;
     p.pdl = pdl;
-    const int64_t grid = (int64_t)p.tiles_m * p.tiles_n;
+    int64_t grid = (int64_t)p.tiles_m * p.tiles_n;
     if (grid > INT32_MAX)
         return OCT_ERR_UNSUPPORTED;
+    if (c.persistent) {
+        int dev = 0, nsm = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return OCT_ERR_INTERNAL;
+        grid = grid < nsm ? grid : nsm;
+        if (oct_cuda_gemv_max_ctas > 0 && grid > oct_cuda_gemv_max_ctas) // tests: many tiles each
+            grid = oct_cuda_gemv_max_ctas;
+    }
     const cudaError_t e = c.fn(ma, mw, p, (unsigned)grid, pdl, st);
     return e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED : oct_cuda_check(e);
 }
