@@ -4,6 +4,10 @@
 #   bench/cuda/device_run.sh ab     small-M A/B: streaming-path variants, M <= 16
 #   bench/cuda/device_run.sh full   the docs/BENCHMARKS.md table (all M, all shapes; the
 #                                   streaming-path variants are in `ab`)
+#   bench/cuda/device_run.sh ncu    Nsight Compute on octet's large-M wgmma tile (CFG, default
+#                                   6 = wgmma_128x256) and cuBLASLt at M = 4096, 4096->28672:
+#                                   speed of light, warp states, stall reasons per SASS line
+#                                   (SourceCounters), and the kernel's SASS; no checks
 set -uo pipefail
 MODE=${1:-full}
 OUT=${OUT:-build/cuda_bench/out}
@@ -14,6 +18,19 @@ stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 
 stamp build
 bench/cuda/build.sh >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+if [ "$MODE" = ncu ]; then
+    CFG=${CFG:-6}
+    cuobjdump -sass "$B/obj/gemm_wgmma.o" >"$OUT/sass_wgmma.txt" 2>&1
+    stamp "ncu (cfg $CFG, then cuBLASLt)"
+    timeout 400 ncu --clock-control none --kernel-name regex:'wgmma|sm90|nvjet' --launch-count 2 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section SourceCounters --import-source yes --log-file "$OUT/ncu.txt" \
+        python3 bench/cuda/profile_wgmma.py --cfg "$CFG" --reps 1 >"$OUT/ncu_run.log" 2>&1
+    echo "ncu rc=$?"
+    grep -E "^  [a-z_<]|Duration|Throughput|Warp Cycles|Issued Warp|stall|Stall" "$OUT/ncu.txt" | head -60
+    stamp done
+    exit 0
+fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$OUT/gpu.txt" 2>&1
 if command -v cuobjdump >/dev/null; then
     cuobjdump -sass "$B/obj/gemv_fp8_fused.o" "$B/obj/gemm_wgmma.o" >"$OUT/sass.txt" 2>&1
