@@ -190,6 +190,32 @@ def graph_table(lib, ctx, shapes, ms):
     return out
 
 
+def quant_table(lib, ctx, bench, ks, ms):
+    """The activation quantizers alone (do_bench, L2 flushed): per-token rows and 1x128
+    groups, µs and effective GB/s (bf16 read + codes written), the shipped kernels
+    against the same with the sm_90 bulk-copy kernel off (knob "quant_bulk")."""
+    out = []
+    st = torch.cuda.current_stream().cuda_stream
+    for k in ks:
+        for m in ms:
+            x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+            q = torch.empty(m, k, device="cuda", dtype=torch.uint8)
+            s = torch.empty(m * (k // 128), device="cuda", dtype=torch.float32)
+            r = dict(m=m, k=k)
+            for on in (1, 0):
+                lib.oct_cuda_ctx_set(ctx, b"quant_bulk", on)
+                sfx = "" if on else "_off"
+                r["row" + sfx] = bench(lambda: lib.oct_cuda_quant_rows_bf16(
+                    x.data_ptr(), m, k, 0.0, q.data_ptr(), s.data_ptr(), st))
+                r["grp" + sfx] = bench(lambda: lib.oct_cuda_quant_groups_bf16(
+                    x.data_ptr(), m, k, q.data_ptr(), s.data_ptr(), st))
+            lib.oct_cuda_ctx_set(ctx, b"quant_bulk", 1)
+            for key in ("row", "grp", "row_off", "grp_off"):
+                r[key + "_gbs"] = 3 * m * k / r[key] / 1e3
+            out.append(r)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
@@ -202,6 +228,8 @@ def main():
     ap.add_argument("--variants", action="store_true",
                     help="also time the streaming path with fused quantization and the L2 "
                          "evict_first policy switched off / on separately (M <= 16)")
+    ap.add_argument("--quant-table", type=int, default=1,
+                    help="1: time the activation quantizers alone at M >= 256 (0: skip)")
     ap.add_argument("--no-tma", action="store_true", help="skip the bulk-copy variant's column")
     ap.add_argument("--graph-ms", default="1,2,4,8,16,32,64,128,256",
                     help="M values of the CUDA-graph table ('' to skip it)")
@@ -414,10 +442,12 @@ def main():
     graph_rows = []
     if args.graph_ms:
         graph_rows = graph_table(lib, ctx, shapes, [int(v) for v in args.graph_ms.split(",")])
+    qrows = quant_table(lib, ctx, bench, sorted({k for k, _ in shapes}),
+                        [m for m in ms if m >= 256]) if args.quant_table else []
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm_cuda.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-                       checks=checks, graph_rows=graph_rows), f, indent=1)
+                       checks=checks, graph_rows=graph_rows, quant_rows=qrows), f, indent=1)
     print(f"\n# checks: {len(checks) - failures} passed, {failures} failed; {time.time() - t_start:.0f} s")
     print("\n| M | K→N | bf16 µs | pt fp8 tensor µs | pt fp8 row µs | pt dyn-quant µs | octet dyn µs "
           "| kernel | octet lt µs | octet wgmma µs | octet pre-quant row µs | octet block µs | block kernel "
@@ -442,6 +472,16 @@ def main():
                 print(f"| {r['m']} | {r['k']}→{r['n']} | {r['v_old']:.1f} | {r['v_ef']:.1f} | "
                       f"{r['v_fused']:.1f} | {r['v_fused_ef']:.1f} | {r['oct_w8a16']:.1f} | "
                       f"{r['oct']:.1f} | {r['v_old'] / r['oct']:.2f} |")
+    if qrows:
+        print("\n# activation quantizers alone (do_bench, L2 flushed; GB/s = 3 bytes per element): "
+              "shipped vs the sm_90 bulk-copy kernel off")
+        print("| M | K | per-token µs | GB/s | off µs | off GB/s | 1x128 groups µs | GB/s | off µs | "
+              "off GB/s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in qrows:
+            print(f"| {r['m']} | {r['k']} | {r['row']:.1f} | {r['row_gbs']:.0f} | {r['row_off']:.1f} | "
+                  f"{r['row_off_gbs']:.0f} | {r['grp']:.1f} | {r['grp_gbs']:.0f} | {r['grp_off']:.1f} | "
+                  f"{r['grp_off_gbs']:.0f} |")
     print("\n# streaming path, M <= 16: shipped auto path vs the same with the persistent kernel off")
     print("| M | K→N | auto µs | kernel | plain streaming µs | kernel | plain/auto |")
     print("|---:|---|---:|---|---:|---|---:|")

@@ -177,6 +177,67 @@ static double rel_err(const uint16_t *y, const float *ref, int64_t n)
 
 /* ---- checks ---- */
 
+/* Every bf16 value (NaNs set to 0) divided by a chosen scale: 8 rows of 8192
+ * patterns each plus 8 +Infs, so a row's amax is +Inf and its scale is pinned by
+ * the activation upper bound (s = ub / 448, or the floor); codes compared with
+ * the CPU's true division.  8 rows (the row-split kernel) and 16 copies of them
+ * (one block per row; with bulk, the bulk-copy kernel on sm_90).  This checks the GPU's
+ * division by the scale on every input it can get. */
+static void check_quant_all_bf16(int bulk)
+{
+    enum { KV = 8192, K = KV + 8, MAXM = 128 };
+    const int64_t k = K, rows[2] = {8, MAXM};
+    const float ubs[] = {448.0f, 3.0f, 100.7f, 0.0017f, 1e-4f, 1.5e-5f, 5e37f, 1.17e-35f};
+    uint16_t *x = malloc((size_t)(MAXM * K) * 2);
+    float *xf = malloc((size_t)(MAXM * K) * 4);
+    uint8_t *q_ref = malloc((size_t)(MAXM * K)), *q_gpu = malloc((size_t)(MAXM * K));
+    float s_ref[MAXM], s_gpu[MAXM];
+    for (int64_t r = 0; r < MAXM; r++)
+        for (int64_t c = 0; c < K; c++) {
+            const uint32_t p = (uint32_t)((r % 8) * KV + c);
+            const int nan = (p & 0x7F80u) == 0x7F80u && (p & 0x7Fu);
+            const uint16_t v = c >= KV ? 0x7F80 : nan ? 0 : (uint16_t)p;
+            x[r * K + c] = v;
+            xf[r * K + c] = bf2f(v);
+        }
+    void *dx = dput(x, (size_t)(MAXM * K) * 2);
+    uint8_t *dq = dalloc((size_t)(MAXM * K));
+    float *ds = dalloc(MAXM * 4);
+    for (size_t u = 0; u < sizeof ubs / sizeof ubs[0]; u++)
+        for (int t = 0; t < 2; t++) {
+            const int64_t m = rows[t];
+            CK(cudaMemset(dq, 0x55, (size_t)(m * k)));
+            oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, ubs[u], q_ref, s_ref);
+            const oct_status st = oct_cuda_quant_rows_bf16(dx, m, k, ubs[u], dq, ds, NULL);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(q_gpu, dq, (size_t)(m * k), cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(s_gpu, ds, (size_t)m * 4, cudaMemcpyDeviceToHost));
+            int64_t bad = st != OCT_OK ? -1 : 0, first = -1;
+            for (int64_t i = 0; i < m * k && bad >= 0; i++)
+                if (!code_eq(q_ref[i], q_gpu[i])) {
+                    bad++;
+                    if (first < 0)
+                        first = i;
+                }
+            for (int64_t i = 0; i < m && bad >= 0; i++)
+                bad += !scale_eq(s_ref[i], s_gpu[i]);
+            char what[96];
+            snprintf(what, sizeof what, "quant_rows all bf16 values m=%lld ub=%g%s", (long long)m,
+                     (double)ubs[u], bulk ? " bulk" : "");
+            report(what, bad == 0, "mismatches %.0f", (double)bad);
+            if (first >= 0)
+                printf("    first: x = 0x%04x, cpu code 0x%02x, gpu code 0x%02x\n", x[first],
+                       q_ref[first], q_gpu[first]);
+        }
+    cudaFree(dx);
+    cudaFree(dq);
+    cudaFree(ds);
+    free(x);
+    free(xf);
+    free(q_ref);
+    free(q_gpu);
+}
+
 static void check_quant(int64_t m, int64_t k, int specials)
 {
     uint16_t *x = malloc((size_t)(m * k) * 2);
@@ -938,9 +999,22 @@ int main(int argc, char **argv)
     }
     /* quantizers */
     check_quant(4, 4096, 1);
+    for (int qs = 2; qs >= 0; qs -= 2) { /* the sm_90 bulk-copy kernels at any size, then not */
+        oct_cuda_ctx_set(ctx, "quant_bulk", qs);
+        check_quant_all_bf16(qs);
+    }
+    oct_cuda_ctx_set(ctx, "quant_bulk", 1);
     check_quant(7, 14336, 0);
     check_quant(33, 1000, 1); /* unaligned K: scalar row path, groups with a partial group */
     check_quant(5, 136, 0);
+    for (int qs = 2; qs >= 0; qs -= 2) { /* the sm_90 bulk-copy kernels at any size, then not */
+        printf("# quant_bulk = %d\n", qs);
+        oct_cuda_ctx_set(ctx, "quant_bulk", qs);
+        check_quant(130, 136, 1); /* a partial 1x128 group */
+        check_quant(129, 14336, 1);
+        check_quant(300, 4104, 0); /* K % 128 != 0 */
+    }
+    oct_cuda_ctx_set(ctx, "quant_bulk", 1); /* the shipped choice for the rest */
     check_quant_more(7, 4096);
     check_quant_more(33, 1024);
     check_quant_more(3, 14336);

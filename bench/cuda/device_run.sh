@@ -8,6 +8,8 @@
 #                                   6 = wgmma_128x256) and cuBLASLt at M = 4096, 4096->28672:
 #                                   speed of light, warp states, stall reasons per SASS line
 #                                   (SourceCounters), and the kernel's SASS; no checks
+#   bench/cuda/device_run.sh large  check_cuda --check-only, the bench table at M >= 32
+#                                   (no graph table), then the ncu per-line profile (NCU=0: not)
 set -uo pipefail
 MODE=${1:-full}
 OUT=${OUT:-build/cuda_bench/out}
@@ -18,16 +20,37 @@ stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 
 stamp build
 bench/cuda/build.sh >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
-if [ "$MODE" = ncu ]; then
+ncu_profile() {
     CFG=${CFG:-6}
     cuobjdump -sass "$B/obj/gemm_wgmma.o" >"$OUT/sass_wgmma.txt" 2>&1
-    stamp "ncu (cfg $CFG, then cuBLASLt)"
+    stamp "ncu (cfg $CFG, then cuBLASLt): full set, per-line source counters"
+    rep=/tmp/octet_prof
     timeout 400 ncu --clock-control none --kernel-name regex:'wgmma|sm90|nvjet' --launch-count 2 \
-        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-        --section SourceCounters --import-source yes --log-file "$OUT/ncu.txt" \
+        --set full --import-source yes -f -o "$rep" \
         python3 bench/cuda/profile_wgmma.py --cfg "$CFG" --reps 1 >"$OUT/ncu_run.log" 2>&1
     echo "ncu rc=$?"
-    grep -E "^  [a-z_<]|Duration|Throughput|Warp Cycles|Issued Warp|stall|Stall" "$OUT/ncu.txt" | head -60
+    ncu -i "$rep.ncu-rep" --page details >"$OUT/ncu.txt" 2>&1
+    # per-SASS-line counters (stall samples by reason, instructions executed) of both kernels
+    ncu -i "$rep.ncu-rep" --page source --print-source sass --csv >"$OUT/ncu_source.csv" 2>&1
+    grep -E "^  [a-z_<]|Duration|Throughput|Warp Cycles|Issued Warp" "$OUT/ncu.txt" | head -40
+}
+if [ "$MODE" = large ]; then
+    stamp "check_cuda --check-only"
+    timeout 240 "$B/check_cuda" --check-only >"$OUT/check.log" 2>&1
+    echo "check_cuda rc=$?" >>"$OUT/check.log"
+    grep -E "FAIL|checks:|rc=" "$OUT/check.log" | head -20
+    stamp "python bench (M >= 32)"
+    PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/bench_gemm_cuda.py --ms 32,64,128,256,512,1024,2048,4096,8192 \
+        --graph-ms "" --rep 30 --warmup 5 --no-tma --out "$OUT" >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?" >>"$OUT/bench.log"
+    grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
+    sed -n '/^| M /,$p' "$OUT/bench.log" | head -80
+    [ "${NCU:-1}" = 1 ] && ncu_profile
+    stamp done
+    exit 0
+fi
+if [ "$MODE" = ncu ]; then
+    ncu_profile
     stamp done
     exit 0
 fi

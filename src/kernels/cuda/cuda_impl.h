@@ -80,16 +80,15 @@ __device__ __forceinline__ uint16_t oct_f32_to_bf16_dev(float x)
     return *reinterpret_cast<uint16_t *>(&h);
 }
 
-/* NaN-propagating |x| max over 8 bf16 (one uint4). */
+/* NaN-propagating |x| max over 8 bf16 (one uint4) and a.  On the bit patterns:
+ * with the sign cleared, bf16 values order like unsigned integers and every NaN
+ * pattern is above +Inf, so two 16-bit-lane integer maxima per word do it. */
 __device__ __forceinline__ float oct_amax8_bf16(float a, uint4 v)
 {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        a = oct_amax_nan(a, oct_bf16_lo(w[j]));
-        a = oct_amax_nan(a, oct_bf16_hi(w[j]));
-    }
-    return a;
+    const uint32_t k = 0x7FFF7FFFu;
+    const uint32_t m = __vmaxu2(__vmaxu2(v.x & k, v.y & k), __vmaxu2(v.z & k, v.w & k)); // 16x2 max
+    const uint32_t h = max(m & 0xFFFFu, m >> 16);
+    return oct_amax_nan(a, __uint_as_float(h << 16));
 }
 
 __device__ __forceinline__ float oct_warp_amax(float a)
@@ -100,14 +99,61 @@ __device__ __forceinline__ float oct_warp_amax(float a)
     return a;
 }
 
-/* 8 bf16 (one uint4) -> 8 E4M3FN codes (one uint2), x / s with IEEE division. */
-__device__ __forceinline__ uint2 oct_quant8_bf16(uint4 v, float s)
+/* The reciprocal that oct_div_scale needs: 1/s correctly rounded for a finite
+ * scale, 0 (use IEEE division) for an infinite or NaN one.  Once per scale. */
+__device__ __forceinline__ float oct_scale_recip(float s)
+{
+    return isfinite(s) ? __frcp_rn(s) : 0.0f;
+}
+
+/* x / s correctly rounded, as IEEE division gives it (the CPU reference's x / s),
+ * for a positive scale s with r = oct_scale_recip(s), in about a third of
+ * __fdiv_rn's cost (which spends a quarter-rate reciprocal on every element).
+ * Markstein's correction: with r = RN(1/s) and q0 = RN(a r) within an ulp of
+ * a / s, the residual a - q0 s is exact in one fma and RN(q0 + residual r) is
+ * RN(a / s).  It holds for normal quotients; a quotient below 2^-126 may be an
+ * ulp off, but every such value encodes to a zero E4M3 code (the smallest code
+ * is 2^-9) either way.  a = |x| capped at 1024 s (a quotient >= 1024 saturates
+ * to 448 like the true one, and a / s can no longer overflow when an activation
+ * upper bound made s small); the sign is x's, so -0 stays -0 and a NaN keeps
+ * its sign.  r == 0 (s infinite or NaN): plain IEEE division. */
+__device__ __forceinline__ float oct_div_scale(float x, float s, float r)
+{
+    if (r == 0.0f)
+        return __fdiv_rn(x, s);
+    const float lim = 1024.0f * s;
+    float a = fabsf(x);
+    a = a > lim ? lim : a; // a NaN stays NaN
+    const float q0 = __fmul_rn(a, r);
+    const float q = __fmaf_rn(__fmaf_rn(-q0, s, a), r, q0);
+    return copysignf(q, x);
+}
+
+/* 8 bf16 (one uint4) -> 8 E4M3FN codes (one uint2), x / s correctly rounded
+ * (r = oct_scale_recip(s)).  A finite scale came from a row or group without
+ * NaNs (a NaN amax gives a NaN scale), so its codes need no NaN fix-up, and the
+ * cap of oct_div_scale is a plain min (no NaN to keep). */
+__device__ __forceinline__ uint2 oct_quant8_bf16(uint4 v, float s, float r)
 {
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint16_t c[4];
+    if (r != 0.0f) {
+        const float lim = 1024.0f * s;
+        auto div = [&](float x) {
+            const float a = fminf(fabsf(x), lim);
+            const float q0 = __fmul_rn(a, r);
+            return copysignf(__fmaf_rn(__fmaf_rn(-q0, s, a), r, q0), x);
+        };
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        c[j] = oct_e4m3x2_sat(__fdiv_rn(oct_bf16_lo(w[j]), s), __fdiv_rn(oct_bf16_hi(w[j]), s));
+        for (int j = 0; j < 4; j++)
+            c[j] = (uint16_t)__nv_cvt_float2_to_fp8x2(
+                make_float2(div(oct_bf16_lo(w[j])), div(oct_bf16_hi(w[j]))), __NV_SATFINITE,
+                __NV_E4M3);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            c[j] = oct_e4m3x2_sat(__fdiv_rn(oct_bf16_lo(w[j]), s), __fdiv_rn(oct_bf16_hi(w[j]), s));
+    }
     return make_uint2((uint32_t)c[0] | ((uint32_t)c[1] << 16),
                       (uint32_t)c[2] | ((uint32_t)c[3] << 16));
 }
@@ -262,6 +308,10 @@ template <class F> static inline cudaError_t oct_cuda_by_token_tiles(int m, F la
 /* Small-M W8A8 kernel (gemv_fp8.cu).  kind: OCT_SCALE_ROW (sa[m], sw[n]) or
  * OCT_SCALE_BLOCK128 (sa[m, k/128], sw[n/128, k/128]).  pdl: launch with
  * programmatic serialization (the kernel waits before reading a/sa). */
+/* The current device is compute capability 9.0: the sm_90 / sm_90a code of this
+ * build (the copy engine, wgmma) runs there.  Cached per device. */
+bool oct_cuda_device_is_sm90(void);
+
 oct_status oct_cuda_gemv_w8a8_launch(int64_t m, int64_t n, int64_t k, const uint8_t *a,
                                      const float *sa, const uint8_t *w, const float *sw,
                                      oct_scale_kind kind, uint16_t *y, bool pdl, cudaStream_t st);
@@ -304,6 +354,10 @@ oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, co
 /* Testing knob: cap on the persistent grids' blocks (the fused / persistent
  * streaming kernels and the "_p" wgmma shapes; 0: none). */
 extern int oct_cuda_gemv_max_ctas;
+/* Testing knob (process-wide, ctx key "quant_bulk"): 0 keeps the per-token and
+ * 1x128 quantizers off the sm_90 bulk-copy kernel (quant.cu), 2 takes it for
+ * every size it can run (1: the measured sizes). */
+extern int oct_cuda_quant_bulk;
 
 /* octet's Hopper FP8 GEMM (gemm_wgmma.cu, sm_90a): y [m,n] bf16 = a [m,k] x
  * w [n,k]^T with TENSOR / ROW activation x TENSOR / ROW weight scales, or

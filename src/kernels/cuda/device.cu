@@ -2,9 +2,10 @@
 // (compiled with make CUDA=1).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <mutex>
 
-#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/cuda_impl.h"
 
 extern "C" oct_status oct_cuda_device_count(int *count)
 {
@@ -53,4 +54,26 @@ extern "C" oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t byt
 {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? OCT_OK
                                                                               : OCT_ERR_INTERNAL;
+}
+
+bool oct_cuda_device_is_sm90(void)
+{
+    static std::atomic<int> cache[16]; // per device: 0 unknown, 1 yes, 2 no
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return false;
+    const bool cached = dev >= 0 && dev < 16;
+    if (cached) {
+        const int v = cache[dev].load(std::memory_order_relaxed);
+        if (v)
+            return v == 1;
+    }
+    int major = 0, minor = 0;
+    const bool ok =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+        major == 9 && minor == 0;
+    if (cached)
+        cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
+    return ok;
 }

@@ -45,21 +45,23 @@ struct Params {
     int pdl;
 };
 
-// Registers per thread after setmaxnreg (two consumer warpgroups only): the
-// producer warpgroup gives its registers to the consumers.  The pool is what the
-// launch allocated, ptxas's count x 384 threads, so the launcher checks that
-// count (decrease + 2 x increase <= 3 x count) before using a shape.
-template <int MINB> struct RegSplit {
-    static constexpr int DEC = MINB == 1 ? 40 : 24;
-    static constexpr int INC = MINB == 1 ? 232 : 104;
-};
-
-template <int NC, int BN, int S> struct Shape {
+// NC consumer warpgroups, BN columns, S ring stages, MINB CTAs per SM.  The
+// producer is a warpgroup, except with two consumer warpgroups at two CTAs per
+// SM: there it is one warp, so that 2 x 288 threads fit the consumers' registers
+// (at 2 x 384 ptxas caps them at 80, too few for 64 accumulators).  With two
+// consumer warpgroups at one CTA per SM the producer warpgroup gives its
+// registers to them (setmaxnreg, REG_DEC / REG_INC per thread).  The pool is what
+// the launch allocated, ptxas's count x 384 threads, so the launcher checks that
+// count (decrease + 2 x increase <= 3 x count) before using such a shape.
+template <int NC, int BN, int S, int MINB> struct Shape {
     static constexpr int BM = 64 * NC;
     static constexpr int A_BYTES = BM * kBK;
     static constexpr int W_BYTES = BN * kBK;
-    static constexpr int STAGE = A_BYTES + W_BYTES; // a multiple of 1024 (swizzle atoms)
-    static constexpr int THREADS = (NC + 1) * 128;
+    static constexpr int STAGE = A_BYTES + W_BYTES;  // a multiple of 1024 (swizzle atoms)
+    static constexpr bool SLIM = NC > 1 && MINB > 1; // the producer is one warp
+    static constexpr bool SETMAXNREG = NC > 1 && MINB == 1;
+    static constexpr int REG_DEC = 40, REG_INC = 232;
+    static constexpr int THREADS = NC * 128 + (SLIM ? 32 : 128);
     static constexpr size_t SMEM = 1024 + (size_t)S * STAGE + 2 * S * sizeof(uint64_t);
 };
 
@@ -69,16 +71,13 @@ template <int NC, int BN, int S> struct Shape {
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-// MINB CTAs per SM (register cap (NC+1)*128*MINB threads); with two consumer
-// warpgroups the producer gives its registers to them (setmaxnreg): 40 / 232 at
-// one CTA per SM, 24 / 104 at two.
 template <int NC, int BN, int S, bool BLK, int MINB>
-__global__ void __launch_bounds__((NC + 1) * 128, MINB)
+__global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
 {
 #ifdef OCT_HAS_WGMMA
-    using T = Shape<NC, BN, S>;
+    using T = Shape<NC, BN, S, MINB>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
@@ -105,9 +104,9 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
     }
     __syncthreads();
 
-    if (wg == NC) { // producer warpgroup: one thread issues every copy
-        if constexpr (NC > 1)
-            oct_setmaxnreg_dec<RegSplit<MINB>::DEC>();
+    if (wg == NC) { // producer warp(group): one thread issues every copy
+        if constexpr (T::SETMAXNREG)
+            oct_setmaxnreg_dec<T::REG_DEC>();
         if (threadIdx.x == NC * 128) {
             oct_tma_prefetch_map(&map_a);
             oct_tma_prefetch_map(&map_w);
@@ -146,11 +145,19 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
         return;
     }
 
-    if constexpr (NC > 1)
-        oct_setmaxnreg_inc<RegSplit<MINB>::INC>();
+    if constexpr (T::SETMAXNREG)
+        oct_setmaxnreg_inc<T::REG_INC>();
     if (p.pdl)
         oct_pdl_wait(); // the activation scales come from the previous kernel
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    // The tile's column scales, staged per warpgroup: each thread loads SWN of them
+    // before the main loop and stores them after it, so the epilogue never waits
+    // on a global load (one wait per column pair was as long as the main loop).
+    // (A static array: the compiler then knows it is shared memory and reads it
+    // with LDS; through the aligned dynamic pointer it used generic loads.)
+    constexpr int SWN = (BN + 127) / 128;
+    __shared__ __align__(16) float sws_all[BLK ? 1 : NC * BN];
+    float *sws = sws_all + (BLK ? 0 : wg * BN);
     float acc[BN / 2];
     float part[BLK ? BN / 2 : 1];
 #pragma unroll
@@ -161,29 +168,41 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
         int m0, n0;
         corner(t, m0, n0);
         const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+        const size_t ra0 = (size_t)min(r0, p.m - 1), ra1 = (size_t)min(r1, p.m - 1);
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
             acc[i] = 0.0f;
-        for (int kb = 0; kb < nk; kb++, q++) {
-            const int s = q % S;
-            oct_mbar_wait(&full[s], (q / S) & 1);
-            const uint8_t *stage = smem + (size_t)s * T::STAGE;
-            const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
-            const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
-            if constexpr (BLK) {
+        // Epilogue scales (tensor / token x tensor / channel), loaded now.
+        float sa0 = 1.0f, sa1 = 1.0f, swr[SWN];
+        if constexpr (BLK) {
+            // Each step's block scales are loaded two steps ahead, into one of two
+            // register slots (even / odd steps: no register moves, which would wait
+            // for the newest load).
+            float w[2], a0[2], a1[2];
+            auto load_scales = [&](int kb, int slot) {
+                kb = min(kb, nk - 1);
+                w[slot] = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
+                a0[slot] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
+                a1[slot] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
+            };
+            auto step = [&](int kb, int slot) {
+                const int s = q % S;
+                oct_mbar_wait(&full[s], (q / S) & 1);
+                const uint8_t *stage = smem + (size_t)s * T::STAGE;
+                const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
+                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
                 oct_wgmma_reg_fence(part);
                 oct_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
                     oct_wgmma_e4m3<BN>(part, da + 2 * kk, dw + 2 * kk, kk);
                 oct_wgmma_commit();
-                // The scales while the tensor cores run.
-                const float sw = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
-                const float s0 = __ldg(p.sa + min(r0, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
-                const float s1 = __ldg(p.sa + min(r1, p.m - 1) * p.sa_rs + kb * p.sa_ks) * sw;
+                const float s0 = a0[slot] * w[slot], s1 = a1[slot] * w[slot];
+                load_scales(kb + 2, slot);
                 oct_wgmma_wait<0>();
                 oct_wgmma_reg_fence(part);
                 oct_mbar_arrive(&empty[s]);
+                q++;
 #pragma unroll
                 for (int j = 0; j < BN / 8; j++) {
                     acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
@@ -191,7 +210,26 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
                     acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
                     acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
                 }
-            } else {
+            };
+            load_scales(0, 0);
+            load_scales(1, 1);
+            for (int kb = 0; kb < nk; kb += 2) {
+                step(kb, 0);
+                if (kb + 1 < nk)
+                    step(kb + 1, 1);
+            }
+        } else {
+            sa0 = __ldg(p.sa + ra0 * p.sa_step);
+            sa1 = __ldg(p.sa + ra1 * p.sa_step);
+#pragma unroll
+            for (int i = 0; i < SWN; i++)
+                swr[i] = __ldg(p.sw + (size_t)min(n0 + tid + 128 * i, p.n - 1) * p.sw_step);
+            for (int kb = 0; kb < nk; kb++, q++) {
+                const int s = q % S;
+                oct_mbar_wait(&full[s], (q / S) & 1);
+                const uint8_t *stage = smem + (size_t)s * T::STAGE;
+                const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
+                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
                 oct_wgmma_reg_fence(acc);
                 oct_wgmma_fence();
 #pragma unroll
@@ -208,33 +246,39 @@ __global__ void __launch_bounds__((NC + 1) * 128, MINB)
         }
         oct_wgmma_wait<0>();
         oct_wgmma_reg_fence(acc);
-        if constexpr (!BLK) // the tile's last stage (the producer may be on the next tile)
-            oct_mbar_arrive(&empty[(q - 1) % S]);
-
-        float sa0 = 1.0f, sa1 = 1.0f;
         if constexpr (!BLK) {
-            sa0 = __ldg(p.sa + (size_t)min(r0, p.m - 1) * p.sa_step);
-            sa1 = __ldg(p.sa + (size_t)min(r1, p.m - 1) * p.sa_step);
+            oct_mbar_arrive(&empty[(q - 1) % S]); // the tile's last stage
+            // Every warp of this warpgroup is past the previous tile's epilogue
+            // before the scales are overwritten, and they are all written before
+            // they are read.
+            auto wg_sync = [&] { wg == 0 ? oct_bar_sync<1>(128) : oct_bar_sync<2>(128); };
+            wg_sync();
+#pragma unroll
+            for (int i = 0; i < SWN; i++)
+                if (tid + 128 * i < BN)
+                    sws[tid + 128 * i] = swr[i];
+            wg_sync();
         }
+
+        // Stores predicated on the row and column bounds, no branches, so the
+        // scale reads and multiplies of all columns can be scheduled together.
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
+        const bool row0 = r0 < p.m, row1 = r1 < p.m;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             const int c = n0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
-            if (c >= p.n)
-                continue;
-            if constexpr (BLK) {
-                if (r0 < p.m)
-                    store_bf16x2(y0 + c, acc[4 * j + 0], acc[4 * j + 1]);
-                if (r1 < p.m)
-                    store_bf16x2(y1 + c, acc[4 * j + 2], acc[4 * j + 3]);
-            } else {
-                const float w0 = __ldg(p.sw + (size_t)c * p.sw_step);
-                const float w1 = __ldg(p.sw + (size_t)(c + 1) * p.sw_step);
-                if (r0 < p.m)
-                    store_bf16x2(y0 + c, sa0 * (w0 * acc[4 * j + 0]), sa0 * (w1 * acc[4 * j + 1]));
-                if (r1 < p.m)
-                    store_bf16x2(y1 + c, sa1 * (w0 * acc[4 * j + 2]), sa1 * (w1 * acc[4 * j + 3]));
+            const bool col = c < p.n;
+            float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
+                  v3 = acc[4 * j + 3];
+            if constexpr (!BLK) {
+                const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+                v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
+                v2 = sa1 * (w.x * v2), v3 = sa1 * (w.y * v3);
             }
+            if (row0 && col)
+                store_bf16x2(y0 + c, v0, v1);
+            if (row1 && col)
+                store_bf16x2(y1 + c, v2, v3);
         }
     }
 #else
@@ -251,7 +295,7 @@ template <int NC, int BN, int S, bool BLK, int MINB = 1>
 cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
                    bool pdl, cudaStream_t st)
 {
-    using T = Shape<NC, BN, S>;
+    using T = Shape<NC, BN, S, MINB>;
     auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB>;
     // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
     // register pool ptxas gave the kernel covers the redistribution.
@@ -267,7 +311,7 @@ cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p
         cudaFuncAttributes fa;
         if ((e = cudaFuncGetAttributes(&fa, kern)) != cudaSuccess)
             return e;
-        if (NC > 1 && RegSplit<MINB>::DEC + NC * RegSplit<MINB>::INC > (NC + 1) * fa.numRegs) {
+        if (T::SETMAXNREG && T::REG_DEC + NC * T::REG_INC > (NC + 1) * fa.numRegs) {
             refused.fetch_or(bit);
             return cudaErrorNotSupported;
         }
@@ -286,7 +330,8 @@ struct Config {
     int bm, bn;
     bool blk;
     launch_fn fn;
-    int persistent; // 1: one CTA per SM walking tiles t, t + grid, ... (else one per tile)
+    int persistent; // > 0: that many CTAs per SM, each walking tiles t, t + grid, ...
+                    // (0: one CTA per tile)
 };
 
 // Tile shapes (BM x BN, ring stages, CTAs per SM); "_p": the same kernel as a
@@ -296,7 +341,7 @@ struct Config {
 // spread small and mid M over all SMs; 128 x 256 is the large-M shape (two
 // consumer warpgroups, 128 accumulator registers each, setmaxnreg 232); the "x2"
 // shapes fit two CTAs per SM (a small ring each), so one CTA's prologue and
-// epilogue overlap the other's main loop.
+// epilogue overlap the other's main loop ("_x2p": two persistent CTAs per SM).
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
@@ -306,6 +351,8 @@ const Config kConfigs[] = {
     {"wgmma_128x256", 128, 256, false, launch<2, 256, 4, false>},
     {"wgmma_64x128_x2", 64, 128, false, launch<1, 128, 4, false, 2>},
     {"wgmma_128x64_x2", 128, 64, false, launch<2, 64, 4, false, 2>},
+    {"wgmma_128x128_x2", 128, 128, false, launch<2, 128, 3, false, 2>},
+    {"wgmma_128x128_x2p", 128, 128, false, launch<2, 128, 3, false, 2>, 2},
     {"wgmma_128x128_p", 128, 128, false, launch<2, 128, 6, false>, 1},
     {"wgmma_128x256_p", 128, 256, false, launch<2, 256, 4, false>, 1},
     {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
@@ -345,27 +392,6 @@ bool make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int b
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// 1: the current device is compute capability 9.0 (wgmma, sm_90a code present).
-bool device_is_sm90(void)
-{
-    static std::atomic<int> cache[16];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        return false;
-    if (dev >= 0 && dev < 16) {
-        int v = cache[dev].load(std::memory_order_relaxed);
-        if (v)
-            return v == 1;
-    }
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    const bool ok = major == 9 && minor == 0;
-    if (dev >= 0 && dev < 16)
-        cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
-    return ok;
-}
-
 } // namespace
 
 int oct_cuda_wgmma_num_configs(void)
@@ -400,7 +426,7 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
         return OCT_ERR_UNSUPPORTED;
     if (g->k % kBK != 0 || g->n % 8 != 0 || g->m > INT32_MAX / 2 || g->n > INT32_MAX / 2 ||
         g->k > INT32_MAX / 2 || ((uintptr_t)g->a | (uintptr_t)g->w) % 16 != 0 ||
-        (uintptr_t)g->y % 4 != 0 || !device_is_sm90())
+        (uintptr_t)g->y % 4 != 0 || !oct_cuda_device_is_sm90())
         return OCT_ERR_UNSUPPORTED;
     if (g->m == 0)
         return OCT_OK;
@@ -431,7 +457,7 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
             return OCT_ERR_INTERNAL;
-        grid = grid < nsm ? grid : nsm;
+        grid = grid < (int64_t)nsm * c.persistent ? grid : (int64_t)nsm * c.persistent;
         if (oct_cuda_gemv_max_ctas > 0 && grid > oct_cuda_gemv_max_ctas) // tests: many tiles each
             grid = oct_cuda_gemv_max_ctas;
     }

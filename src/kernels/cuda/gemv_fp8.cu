@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mutex>
+
 #include "kernels/cuda/cuda_impl.h"
 
 // Measured on the H200 (docs/BENCHMARKS.md): the register-streaming kernel beat the
@@ -185,19 +187,14 @@ oct_status oct_cuda_gemv_w8a8_launch_strided(int64_t m, int64_t n, int64_t k, co
     if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 ||
         (((uintptr_t)a | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
-    static int sm90 = -1;
-    if (sm90 < 0) {
-        int dev = 0, major = 0;
+    static std::once_flag env_once;
+    std::call_once(env_once, [] {
         const char *env = getenv("OCTET_CUDA_GEMV");
         if (env && !strcmp(env, "tma"))
             oct_cuda_gemv_use_tma = 1;
-        sm90 =
-            cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major == 9;
-    }
+    });
     // (the bulk-copy variant reads block scales as [m][k/128] only)
-    const bool tma = oct_cuda_gemv_use_tma && sm90 && k % 1024 == 0 &&
+    const bool tma = oct_cuda_gemv_use_tma && k % 1024 == 0 && oct_cuda_device_is_sm90() &&
                      (kind != OCT_SCALE_BLOCK128 || (sa_rs == k / 128 && sa_ks == 1));
     // Tokens in chunks of 64 (the weights are re-read per chunk: callers use the
     // tensor-core GEMM well before that matters).

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     extern __shared__ __align__(16) uint8_t xq[]; // [m][k + kPad] activation codes
     __shared__ float red[2][kWarps][MT * 4][32];
     __shared__ unsigned amax_u[MT * 8];
-    __shared__ float s_tok[MT * 8];
+    __shared__ float s_tok[MT * 8], r_tok[MT * 8]; // scales and their reciprocals
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -151,8 +151,11 @@ __global__ void __launch_bounds__(kThreads, 2)
                 atomicMax(&amax_u[cur], __float_as_uint(a));
         }
         __syncthreads();
-        if (threadIdx.x < m)
-            s_tok[threadIdx.x] = oct_scale_from_amax(__uint_as_float(amax_u[threadIdx.x]), ub);
+        if (threadIdx.x < m) {
+            const float sc = oct_scale_from_amax(__uint_as_float(amax_u[threadIdx.x]), ub);
+            s_tok[threadIdx.x] = sc;
+            r_tok[threadIdx.x] = oct_scale_recip(sc);
+        }
         __syncthreads();
         // ---- codes into shared memory (second read of x: L1 / L2 hits).
         {
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                             bound += kv;
                         }
                         *reinterpret_cast<uint2 *>(xq + cur * ldq + (v - (bound - kv)) * 8) =
-                            oct_quant8_bf16(b[j], s_tok[cur]);
+                            oct_quant8_bf16(b[j], s_tok[cur], r_tok[cur]);
                     }
                 }
             }

@@ -75,6 +75,15 @@ __device__ __forceinline__ void oct_mbar_wait(uint64_t *bar, uint32_t parity)
 #endif
 }
 
+/* Named barrier ID (1..15; 0 is __syncthreads's): completes when `threads`
+ * threads (a multiple of 32) have arrived, so with one ID per warpgroup a
+ * warpgroup syncs without the others.  ID is a constant: with a register
+ * operand ptxas reserves all 16 barriers. */
+template <int ID> __device__ __forceinline__ void oct_bar_sync(int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "r"(threads) : "memory");
+}
+
 /* ---- the copy engine ---- */
 
 /* `bytes` contiguous bytes global -> shared, completing on bar. */

@@ -152,6 +152,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_evict_first = value != 0;
     else if (!strcmp(key, "gemv_max_ctas"))
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
+    else if (!strcmp(key, "quant_bulk"))
+        oct_cuda_quant_bulk = value == 2 ? 2 : value != 0;
     else if (!strcmp(key, "large_gemv"))
         c->large_gemv = value != 0;
     else if (!strcmp(key, "gemv_persist"))
@@ -176,12 +178,20 @@ extern "C" const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *c)
 
 // ---- large M: octet's Hopper GEMM or cuBLASLt, measured per shape ----
 
-// Median of 5 timed runs after a warm-up (which also tunes cuBLASLt's plan), each
-// after an L2 flush: in a model the weights stream from DRAM (they are far larger
+// Times n candidates (run(i) enqueues candidate i): a warm-up of each (which
+// also tunes cuBLASLt's plan), then 5 rounds that each time every candidate once,
+// after an L2 flush; med[i] is candidate i's median in ms, 1e30 when it failed.
+// Round-robin, so that a clock that drifts while the tuner runs (a GPU heating
+// up under ~1 ms calls) biases no candidate: timed one after another, cuBLASLt
+// (timed last) lost 4096->28672 M = 4096 to a tile shape it beats by 20%.  The
+// flush because in a model the weights stream from DRAM (they are far larger
 // than the L2), and a warm-L2 timing ranks the tile shapes differently (first
 // H200 run: 64x128 tiles "won" at 4096->6144 M = 128 and took 25.2 us under
-// do_bench's flush, against cuBLASLt's 22.4).  1e30 when the call fails.
-template <class F> static float time_median_ms(oct_cuda_ctx *c, F run, cudaStream_t st)
+// do_bench's flush, against cuBLASLt's 22.4).
+enum { kMaxCandidates = 24 }; // tile shapes + cuBLASLt + the streaming kernel
+
+template <class F>
+static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStream_t st)
 {
     enum { kReps = 5 };
     cudaEvent_t e0 = NULL, e1 = NULL;
@@ -191,33 +201,43 @@ template <class F> static float time_median_ms(oct_cuda_ctx *c, F run, cudaStrea
             cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess && l2 > 0)
             oct_cuda_grow(&c->l2_flush, &c->l2_flush_bytes, 2 * (size_t)l2);
     }
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess ||
-        run() != OCT_OK || cudaStreamSynchronize(st) != cudaSuccess) {
-        cudaGetLastError();
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        return 1e30f;
+    bool ok[kMaxCandidates];
+    float t[kMaxCandidates][kReps];
+    const bool events = cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    for (int i = 0; i < n; i++) {
+        ok[i] = events && run(i) == OCT_OK && cudaStreamSynchronize(st) == cudaSuccess;
+        if (!ok[i])
+            cudaGetLastError();
     }
-    float t[kReps];
-    for (int r = 0; r < kReps; r++) {
-        t[r] = 1e30f;
-        if (c->l2_flush)
-            cudaMemsetAsync(c->l2_flush, r, c->l2_flush_bytes, st);
-        cudaEventRecord(e0, st);
-        const oct_status s = run();
-        cudaEventRecord(e1, st);
-        if (s != OCT_OK || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&t[r], e0, e1) != cudaSuccess)
-            t[r] = 1e30f;
-        for (int i = r; i > 0 && t[i] < t[i - 1]; i--) { // insertion sort
-            const float x = t[i];
-            t[i] = t[i - 1];
-            t[i - 1] = x;
+    for (int r = 0; r < kReps; r++)
+        for (int i = 0; i < n; i++) {
+            t[i][r] = 1e30f;
+            if (!ok[i])
+                continue;
+            if (c->l2_flush)
+                cudaMemsetAsync(c->l2_flush, r, c->l2_flush_bytes, st);
+            cudaEventRecord(e0, st);
+            const oct_status s = run(i);
+            cudaEventRecord(e1, st);
+            if (s != OCT_OK || cudaEventSynchronize(e1) != cudaSuccess ||
+                cudaEventElapsedTime(&t[i][r], e0, e1) != cudaSuccess) {
+                cudaGetLastError();
+                t[i][r] = 1e30f;
+            }
         }
+    for (int i = 0; i < n; i++) {
+        for (int r = 1; r < kReps; r++) // insertion sort
+            for (int j = r; j > 0 && t[i][j] < t[i][j - 1]; j--) {
+                const float x = t[i][j];
+                t[i][j] = t[i][j - 1];
+                t[i][j - 1] = x;
+            }
+        med[i] = t[i][kReps / 2];
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return t[kReps / 2];
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
 }
 
 static oct_status run_wgmma(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, bool pdl,
@@ -300,33 +320,46 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
                 wg_cfg = i;
         cfg = lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
     } else if (!ch) {
-        // Time each allowed candidate with its quantizer in front (1e30: it failed).
-        auto timed = [&](auto gemm) {
-            return time_median_ms(
-                c,
-                [&] {
-                    const oct_status s = quant();
-                    return s != OCT_OK ? s : gemm();
-                },
-                st);
-        };
+        // Time each allowed candidate with its quantizer in front (1e30: it
+        // failed): the wgmma tile shapes that fit (ids >= 0), cuBLASLt (-1), the
+        // streaming kernel (-3).
+        int ids[kMaxCandidates], n = 0;
+        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs() && n < kMaxCandidates - 2; i++)
+            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+                ids[n++] = i;
+        if (lt_ok)
+            ids[n++] = -1;
+        if (gemv_ok)
+            ids[n++] = -3;
+        float med[kMaxCandidates];
+        time_round_robin(
+            c, n,
+            [&](int i) {
+                const oct_status s = quant();
+                if (s != OCT_OK)
+                    return s;
+                return ids[i] >= 0    ? oct_cuda_wgmma_gemm(g, ids[i], pdl, st)
+                       : ids[i] == -1 ? run_lt(c, g, st)
+                                      : run_gemv(c, g, pdl, st);
+            },
+            med, st);
         const float kFailed = 1e29f;
-        float best = kFailed;
-        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs(); i++) {
-            if (!oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
-                continue;
-            const float t = timed([&] { return oct_cuda_wgmma_gemm(g, i, pdl, st); });
-            if (t < best) {
-                best = t;
-                cfg = wg_cfg = i;
+        float best = kFailed, t_lt = 1e30f, t_gemv = 1e30f;
+        for (int i = 0; i < n; i++) {
+            if (ids[i] == -1)
+                t_lt = med[i];
+            else if (ids[i] == -3)
+                t_gemv = med[i];
+            else if (med[i] < best) {
+                best = med[i];
+                cfg = wg_cfg = ids[i];
             }
         }
-        const float t_lt = lt_ok ? timed([&] { return run_lt(c, g, st); }) : 1e30f;
         if (t_lt < kFailed && t_lt < best * 1.03f) {
             best = t_lt;
             cfg = -1;
         }
-        if (gemv_ok && timed([&] { return run_gemv(c, g, pdl, st); }) < best)
+        if (t_gemv < best)
             cfg = -3;
         // The flush buffer (2 x L2) is only for measuring: give it back.
         cudaFree(c->l2_flush);

@@ -3,12 +3,21 @@
 // scale = max(amax/448, 1/(448*512)) with true division, codes = saturating RNE cast
 // of x / scale, NaN rows give NaN scales and NaN codes).
 #include "kernels/cuda/cuda_impl.h"
+#include "kernels/cuda/hopper.h"
+
+int oct_cuda_quant_bulk = 1;
 
 namespace
 {
 
 constexpr int kTokThreads = 256;
 constexpr int kTokVec = 8; // uint4 (8 bf16) per thread kept in registers: K <= 16384
+// When quant_rows_bf16_bulk runs (one H200 run, docs/BENCHMARKS.md "quantizers
+// alone"): per token from 1024 rows of K <= 8192 (K = 4096, M = 8192: 37.9 us
+// against quant_rows_bf16_vec's 45.2; at K = 14336 the vec kernel was faster at
+// every M, 91.6 against 105.9 us at M = 8192, 3.8 TB/s), 1x128 groups from 2^25
+// elements (14336 x 8192: 102.8 against 126.4 us; 4096 x 4096: 25.2 against 23.7).
+constexpr int64_t kBulkMinRows = 1024, kBulkMaxRowK = 8192, kBulkMinGroupElems = 1 << 25;
 
 // Block-wide NaN-propagating max; every thread gets the result.
 __device__ __forceinline__ float block_amax(float a)
@@ -50,16 +59,17 @@ __global__ void __launch_bounds__(kTokThreads)
         a = oct_amax8_bf16(a, __ldg(xr + i));
     a = block_amax(a);
     const float s = oct_scale_from_amax(a, ub);
+    const float r = oct_scale_recip(s);
     if (threadIdx.x == 0)
         scale[row] = s;
 #pragma unroll
     for (int j = 0; j < kTokVec; j++) {
         int i = (int)threadIdx.x + j * kTokThreads;
         if (i < nv)
-            qr[i] = oct_quant8_bf16(v[j], s);
+            qr[i] = oct_quant8_bf16(v[j], s, r);
     }
     for (int i = (int)threadIdx.x + kTokVec * kTokThreads; i < nv; i += kTokThreads)
-        qr[i] = oct_quant8_bf16(__ldg(xr + i), s);
+        qr[i] = oct_quant8_bf16(__ldg(xr + i), s, r);
 }
 
 // Few rows: one row split over blocks (grid.x = 2048-element slices, grid.y =
@@ -89,7 +99,91 @@ __global__ void __launch_bounds__(kTokThreads)
     if (blockIdx.x == 0 && threadIdx.x == 0)
         scale[row] = s;
     if (mine < nv)
-        reinterpret_cast<uint2 *>(q + row * k)[mine] = oct_quant8_bf16(v, s);
+        reinterpret_cast<uint2 *>(q + row * k)[mine] = oct_quant8_bf16(v, s, oct_scale_recip(s));
+}
+
+// Many rows on sm_90: one block per row, the row brought into shared memory by
+// the bulk copy engine, then the amax and the codes read from there.  Bytes in
+// flight cost no registers, so an SM streams as many rows as its shared memory
+// holds (7 of K = 14336, 27 of K = 4096); quant_rows_bf16_vec holds each row in
+// registers, 2-4 rows per SM.  (A persistent grid with two rows per block in
+// flight measured no faster than quant_rows_bf16_vec.)  GROUPS: a scale per
+// 1x128 group (16 lanes, 8 elements each, as in quant_groups_bf16_vec; blockDim
+// is a multiple of 32) at scale[row * rs + group * ks], else one per row at
+// scale[row * rs].  k % 8 == 0, 16-byte aligned rows, 8-byte aligned codes.
+template <bool GROUPS>
+__global__ void __launch_bounds__(kTokThreads)
+    quant_rows_bf16_bulk(const uint16_t *__restrict__ x, int64_t k, float ub,
+                         uint8_t *__restrict__ q, float *__restrict__ scale, int64_t rs, int64_t ks)
+{
+#ifdef OCT_HAS_SM90
+    oct_pdl_launch_dependents();
+    extern __shared__ __align__(16) uint4 row_s[];
+    __shared__ uint64_t bar;
+    const int64_t row = blockIdx.x;
+    const int nv = (int)(k >> 3);
+    if (threadIdx.x == 0) {
+        oct_mbar_init(&bar, 1);
+        oct_mbar_init_fence();
+        oct_mbar_expect_tx(&bar, (uint32_t)(k * 2));
+        oct_bulk_g2s(row_s, x + row * k, (uint32_t)(k * 2), &bar);
+    }
+    __syncthreads(); // the barrier is initialized before anyone waits on it
+    oct_mbar_wait(&bar, 0);
+    uint2 *qr = reinterpret_cast<uint2 *>(q + row * k);
+    if constexpr (GROUPS) {
+        const int sub = threadIdx.x & 15;
+        for (int i0 = 0; i0 < nv; i0 += (int)blockDim.x) { // whole warps shuffle
+            const int i = i0 + (int)threadIdx.x;
+            const uint4 v = i < nv ? row_s[i] : make_uint4(0u, 0u, 0u, 0u);
+            float a = oct_amax8_bf16(0.0f, v);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)
+                a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, o));
+            const float s = oct_scale_from_amax(a, 0.0f);
+            if (i < nv) {
+                if (sub == 0)
+                    scale[row * rs + (int64_t)(i / 16) * ks] = s;
+                qr[i] = oct_quant8_bf16(v, s, oct_scale_recip(s));
+            }
+        }
+    } else {
+        float a = 0.0f;
+        for (int i = (int)threadIdx.x; i < nv; i += (int)blockDim.x)
+            a = oct_amax8_bf16(a, row_s[i]);
+        a = block_amax(a);
+        const float s = oct_scale_from_amax(a, ub);
+        const float r = oct_scale_recip(s);
+        if (threadIdx.x == 0)
+            scale[row * rs] = s;
+        for (int i = (int)threadIdx.x; i < nv; i += (int)blockDim.x)
+            qr[i] = oct_quant8_bf16(row_s[i], s, r);
+    }
+#else
+    __trap(); // launched only on a compute capability 9.0 device
+#endif
+}
+
+// Launches quant_rows_bf16_bulk<GROUPS> if it applies (else returns false): the
+// sizes above, rows of up to 48 KB (the default shared-memory limit), about 8
+// uint4 per thread (64..256 threads).  The knob oct_cuda_quant_bulk = 2 (tests)
+// takes it for any size it can run.
+template <bool GROUPS>
+bool launch_bulk(const void *x, int64_t m, int64_t k, float ub, void *q, float *scale, int64_t rs,
+                 int64_t ks, cudaStream_t st, cudaError_t *err)
+{
+    const bool wanted =
+        GROUPS ? m * k >= kBulkMinGroupElems : m >= kBulkMinRows && k <= kBulkMaxRowK;
+    if (!oct_cuda_quant_bulk || (!wanted && oct_cuda_quant_bulk != 2) || m > INT32_MAX ||
+        k % 8 != 0 || k * 2 > 48 * 1024 || ((uintptr_t)x & 15u) != 0 || ((uintptr_t)q & 7u) != 0 ||
+        !oct_cuda_device_is_sm90())
+        return false;
+    const int64_t t = (k / 8 / 8 + 31) / 32 * 32;
+    const unsigned threads = (unsigned)(t < 64 ? 64 : t > kTokThreads ? kTokThreads : t);
+    quant_rows_bf16_bulk<GROUPS><<<(unsigned)m, threads, (size_t)k * 2, st>>>(
+        static_cast<const uint16_t *>(x), k, ub, static_cast<uint8_t *>(q), scale, rs, ks);
+    *err = cudaGetLastError();
+    return true;
 }
 
 // Any k, any alignment: scalar two-pass version.
@@ -105,11 +199,12 @@ __global__ void __launch_bounds__(kTokThreads)
         a = oct_amax_nan(a, __uint_as_float((uint32_t)xr[i] << 16));
     a = block_amax(a);
     const float s = oct_scale_from_amax(a, ub);
+    const float r = oct_scale_recip(s);
     if (threadIdx.x == 0)
         scale[row] = s;
     for (int64_t i = threadIdx.x; i < k; i += kTokThreads)
-        q[row * k + i] =
-            (uint8_t)oct_e4m3x2_sat(__fdiv_rn(__uint_as_float((uint32_t)xr[i] << 16), s), 0.0f);
+        q[row * k + i] = (uint8_t)oct_e4m3x2_sat(
+            oct_div_scale(__uint_as_float((uint32_t)xr[i] << 16), s, r), 0.0f);
 }
 
 // 1x128 groups: 16 lanes per group, 8 elements each (k % 8 == 0, aligned).  A
@@ -138,7 +233,7 @@ __global__ void __launch_bounds__(256)
     if (live && sub == 0)
         scale[row * rs + kb * ks] = s;
     if (have)
-        *reinterpret_cast<uint2 *>(q + row * k + col) = oct_quant8_bf16(v, s);
+        *reinterpret_cast<uint2 *>(q + row * k + col) = oct_quant8_bf16(v, s, oct_scale_recip(s));
 }
 
 bool aligned16(const void *p)
@@ -159,6 +254,9 @@ extern "C" oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t
     const uint16_t *xs = static_cast<const uint16_t *>(x);
     uint8_t *qs = static_cast<uint8_t *>(q);
     const int64_t slices = (k / 8 + kSplitVecs - 1) / kSplitVecs;
+    cudaError_t e = cudaSuccess;
+    if (launch_bulk<false>(x, m, k, ub, q, scale, 1, 0, st, &e))
+        return oct_cuda_check(e);
     if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0 && slices > 1 && m < 128)
         // fewer rows than SMs: split rows over blocks (a row per block would
         // leave most SMs idle and run K/256 divisions per thread)
@@ -180,6 +278,9 @@ oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, vo
         return OCT_OK;
     if (k % 8 != 0 || !aligned16(x) || ((uintptr_t)q & 7u) != 0)
         return OCT_ERR_UNSUPPORTED;
+    cudaError_t e = cudaSuccess;
+    if (launch_bulk<true>(x, m, k, 0.0f, q, scale, rs, ks, st, &e))
+        return oct_cuda_check(e);
     const int64_t groups = m * ((k + 127) / 128);
     const int64_t blocks = (groups + 15) / 16;
     if (blocks > INT32_MAX)
@@ -326,10 +427,12 @@ __global__ void __launch_bounds__(kTokThreads)
         am = oct_amax_nan(am, prod_value<P>(a, b, i, r));
     am = block_amax(am);
     const float s = oct_scale_from_amax(am, ub);
+    const float rs = oct_scale_recip(s);
     if (threadIdx.x == 0)
         scale[row] = s;
     for (int64_t i = threadIdx.x; i < k; i += kTokThreads)
-        q[row * k + i] = (uint8_t)oct_e4m3x2_sat(__fdiv_rn(prod_value<P>(a, b, i, r), s), 0.0f);
+        q[row * k + i] =
+            (uint8_t)oct_e4m3x2_sat(oct_div_scale(prod_value<P>(a, b, i, r), s, rs), 0.0f);
 }
 
 unsigned grid_for(int64_t n)
