@@ -8,6 +8,9 @@
 #                                   6 = wgmma_128x256) and cuBLASLt at M = 4096, 4096->28672:
 #                                   speed of light, warp states, stall reasons per SASS line
 #                                   (SourceCounters), and the kernel's SASS; no checks
+#   bench/cuda/device_run.sh model  whole models through --linear-backend cuda against the host
+#                                   CPU: the demo (eval, three schemes) and the static-scale
+#                                   compressed-tensors fixture (carry build/devlibs)
 #   bench/cuda/device_run.sh large  check_cuda --check-only, the bench table at M >= 32
 #                                   (no graph table), then the ncu per-line profile (NCU=0: not)
 set -uo pipefail
@@ -46,6 +49,32 @@ if [ "$MODE" = large ]; then
     grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
     sed -n '/^| M /,$p' "$OUT/bench.log" | head -80
     [ "${NCU:-1}" = 1 ] && ncu_profile
+    stamp done
+    exit 0
+fi
+if [ "$MODE" = model ]; then
+    stamp "build the CLI"
+    bench/cuda/build_cli.sh >"$OUT/build_cli.log" 2>&1 || { tail -20 "$OUT/build_cli.log"; exit 1; }
+    o=$B/octet
+    for q in fp8 fp8_per_block fp8_per_tensor; do
+        for be in cuda cpu; do
+            stamp "eval demo $q $be"
+            timeout 120 "$o" eval --model models/demo --quantization "$q" --linear-backend "$be" \
+                --text models/demo/eval.txt --json >"$OUT/eval_${q}_$be.json" 2>"$OUT/eval_${q}_$be.err"
+            echo "$q $be rc=$? $(cat "$OUT/eval_${q}_$be.json" | tr -d '\n' | cut -c1-300)"
+        done
+    done
+    # the static-scale checkpoint (input_scale per layer): the registry's static path
+    m=/tmp/octet_ct_static
+    mkdir -p $m
+    cp tests/fixtures/ckpt_ct_fp8_static/config.json $m/
+    gunzip -c tests/fixtures/ckpt_ct_fp8_static__model.safetensors.gz >$m/model.safetensors
+    python3 -c "import random; random.seed(1); print(' '.join(str(random.randrange(3, 256)) for _ in range(700)))" >$m/ids.txt
+    for be in cuda cpu; do
+        timeout 60 "$o" eval --model $m --token-ids $m/ids.txt --no-compare --linear-backend "$be" \
+            --json >"$OUT/eval_static_$be.json" 2>"$OUT/eval_static_$be.err"
+        echo "static $be rc=$? $(tr -d '\n' <"$OUT/eval_static_$be.json" | cut -c1-300)"
+    done
     stamp done
     exit 0
 fi

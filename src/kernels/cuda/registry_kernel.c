@@ -28,6 +28,7 @@ typedef struct cuda_layer {
     uint8_t *w;          /* [n,k] E4M3FN codes */
     float *sw;           /* ROW: [n]; BLOCK128: [ceil(n/128), k/128] */
     oct_scale_kind kind; /* ROW (per-tensor weights expanded) or BLOCK128 */
+    float *sa_static;    /* static activation scale (a checkpoint's input_scale), or NULL */
 } cuda_layer;
 
 typedef struct cuda_scratch {
@@ -140,6 +141,7 @@ static void cuda_release(oct_linear *l)
     cuda_layer *c = l->dev;
     oct_cuda_free(c->w);
     oct_cuda_free(c->sw);
+    oct_cuda_free(c->sa_static);
     oct_free(c);
     l->dev = NULL;
 }
@@ -162,6 +164,11 @@ static oct_status cuda_prepare(oct_linear *l, oct_error *err)
         st = oct_cuda_memcpy_h2d(c->w, l->w8, nk);
     if (st == OCT_OK)
         st = oct_cuda_memcpy_h2d(c->sw, hs, ns * sizeof(float));
+    if (st == OCT_OK && l->desc.act == OCT_ACT_STATIC) {
+        st = oct_cuda_malloc((void **)&c->sa_static, sizeof(float));
+        if (st == OCT_OK)
+            st = oct_cuda_memcpy_h2d(c->sa_static, &l->desc.act_static_scale, sizeof(float));
+    }
     if (st != OCT_OK) {
         cuda_release(l);
         return oct_error_set(err, st, -1, "%s: cannot place %zu bytes of FP8 weights on the GPU",
@@ -201,26 +208,25 @@ static oct_status put_quantized(cuda_scratch *s, const oct_linear *l, int64_t m,
 /* Per-tensor activations of bf16 x already on the device (s->dx): codes into
  * s->dq and the scale into s->dsa (a checkpoint's static scale, expanded to one
  * per row on the host; or the dynamic one, a single device float, TENSOR). */
+/* Per-tensor activations (dynamic, or static from the checkpoint): codes into
+ * s->dq and *sa the device scale, one float (OCT_SCALE_TENSOR; the static one
+ * was placed at prepare). */
 static oct_status quant_per_tensor(cuda_scratch *s, const oct_linear *l, int64_t m,
-                                   oct_scale_kind *ka)
+                                   const float **sa)
 {
     size_t mk = (size_t)m * (size_t)l->k;
     oct_status st = dev_grow(&s->dq, &s->dq_bytes, mk);
-    if (st == OCT_OK)
-        st = dev_grow(&s->dsa, &s->dsa_bytes, (size_t)m * sizeof(float));
     if (st != OCT_OK)
         return st;
     if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR) {
-        *ka = OCT_SCALE_TENSOR;
+        if ((st = dev_grow(&s->dsa, &s->dsa_bytes, sizeof(float))) != OCT_OK)
+            return st;
+        *sa = s->dsa;
         return oct_cuda_quant_tensor_bf16(s->dx, (int64_t)mk, s->dq, s->dsa, NULL);
     }
-    *ka = OCT_SCALE_ROW;
-    const float sc = l->desc.act_static_scale;
-    float *sa = s->hx; /* free again: x went over synchronously (mk * 2 >= 4 m bytes) */
-    for (int64_t i = 0; i < m; i++)
-        sa[i] = sc;
-    st = oct_cuda_quant_static_bf16(s->dx, (int64_t)mk, sc, s->dq, NULL);
-    return st == OCT_OK ? oct_cuda_memcpy_h2d(s->dsa, sa, (size_t)m * sizeof(float)) : st;
+    const cuda_layer *c = l->dev;
+    *sa = c->sa_static;
+    return oct_cuda_quant_static_bf16(s->dx, (int64_t)mk, l->desc.act_static_scale, s->dq, NULL);
 }
 
 static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
@@ -250,13 +256,13 @@ static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in,
         if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) != OCT_OK)
             goto fail;
         if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR || l->desc.act == OCT_ACT_STATIC) {
-            oct_scale_kind ka;
+            const float *sa = NULL;
             what = "per-tensor activation quantization";
-            if ((st = quant_per_tensor(s, l, m, &ka)) != OCT_OK)
+            if ((st = quant_per_tensor(s, l, m, &sa)) != OCT_OK)
                 goto fail;
             what = "gemm_fp8";
-            st = oct_cuda_gemm_fp8(s->ctx, m, n, k, s->dq, ka, s->dsa, c->w, c->kind, c->sw, s->dy,
-                                   OCT_CUDA_PATH_AUTO, NULL);
+            st = oct_cuda_gemm_fp8(s->ctx, m, n, k, s->dq, OCT_SCALE_TENSOR, sa, c->w, c->kind,
+                                   c->sw, s->dy, OCT_CUDA_PATH_AUTO, NULL);
         } else {
             what = l->desc.act == OCT_ACT_NONE ? "gemv_w8a16" : "linear_fp8_dyn";
             st = l->desc.act == OCT_ACT_NONE
