@@ -53,8 +53,9 @@ struct Params {
 // registers to them (setmaxnreg, REG_DEC / REG_INC per thread).  The pool is what
 // the launch allocated, ptxas's count x 384 threads, so the launcher checks that
 // count (decrease + 2 x increase <= 3 x count) before using such a shape.
-template <int NC, int BN, int S, int MINB> struct Shape {
-    static constexpr int BM = 64 * NC;
+template <int NC, int BN, int S, int MINB, bool SN = false> struct Shape {
+    static constexpr int BM = SN ? 64 : 64 * NC; // SN: the warpgroups split N, not M
+    static constexpr int WN = SN ? BN / NC : BN; // columns per consumer warpgroup
     static constexpr int A_BYTES = BM * kBK;
     static constexpr int W_BYTES = BN * kBK;
     static constexpr int STAGE = A_BYTES + W_BYTES;  // a multiple of 1024 (swizzle atoms)
@@ -71,13 +72,14 @@ template <int NC, int BN, int S, int MINB> struct Shape {
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-template <int NC, int BN, int S, bool BLK, int MINB>
-__global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
+template <int NC, int BN, int S, bool BLK, int MINB, bool SN>
+__global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
 {
 #ifdef OCT_HAS_WGMMA
-    using T = Shape<NC, BN, S, MINB>;
+    using T = Shape<NC, BN, S, MINB, SN>;
+    constexpr int WN = T::WN;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
@@ -155,22 +157,26 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
     // on a global load (one wait per column pair was as long as the main loop).
     // (A static array: the compiler then knows it is shared memory and reads it
     // with LDS; through the aligned dynamic pointer it used generic loads.)
-    constexpr int SWN = (BN + 127) / 128;
-    __shared__ __align__(16) float sws_all[BLK ? 1 : NC * BN];
-    float *sws = sws_all + (BLK ? 0 : wg * BN);
-    float acc[BN / 2];
-    float part[BLK ? BN / 2 : 1];
+    constexpr int SWN = (WN + 127) / 128;
+    __shared__ __align__(16) float sws_all[BLK ? 1 : NC * WN];
+    float *sws = sws_all + (BLK ? 0 : wg * WN);
+    // This warpgroup's rows and columns of the tile: 64 rows at wg * 64 and all
+    // BN columns, or (SN) all 64 rows and WN columns at wg * WN.
+    const int wrow = SN ? 0 : wg * 64, wcol = SN ? wg * WN : 0;
+    float acc[WN / 2];
+    float part[BLK ? WN / 2 : 1];
 #pragma unroll
-    for (int i = 0; i < (BLK ? BN / 2 : 1); i++)
+    for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
         part[i] = 0.0f;
     int q = 0; // the producer's step count
     for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
         int m0, n0;
         corner(t, m0, n0);
-        const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+        const int r0 = m0 + wrow + warp * 16 + lane / 4, r1 = r0 + 8;
+        const int c0 = n0 + wcol; // this warpgroup's first column
         const size_t ra0 = (size_t)min(r0, p.m - 1), ra1 = (size_t)min(r1, p.m - 1);
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++)
+        for (int i = 0; i < WN / 2; i++)
             acc[i] = 0.0f;
         // Epilogue scales (tensor / token x tensor / channel), loaded now.
         float sa0 = 1.0f, sa1 = 1.0f, swr[SWN];
@@ -181,7 +187,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
             float w[2], a0[2], a1[2];
             auto load_scales = [&](int kb, int slot) {
                 kb = min(kb, nk - 1);
-                w[slot] = __ldg(p.sw + (size_t)(n0 / 128) * p.nkb + kb);
+                w[slot] = __ldg(p.sw + (size_t)(c0 / 128) * p.nkb + kb);
                 a0[slot] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
                 a1[slot] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
             };
@@ -189,13 +195,13 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
                 const int s = q % S;
                 oct_mbar_wait(&full[s], (q / S) & 1);
                 const uint8_t *stage = smem + (size_t)s * T::STAGE;
-                const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
-                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
+                const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
                 oct_wgmma_reg_fence(part);
                 oct_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
-                    oct_wgmma_e4m3<BN>(part, da + 2 * kk, dw + 2 * kk, kk);
+                    oct_wgmma_e4m3<WN>(part, da + 2 * kk, dw + 2 * kk, kk);
                 oct_wgmma_commit();
                 const float s0 = a0[slot] * w[slot], s1 = a1[slot] * w[slot];
                 load_scales(kb + 2, slot);
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
                 oct_mbar_arrive(&empty[s]);
                 q++;
 #pragma unroll
-                for (int j = 0; j < BN / 8; j++) {
+                for (int j = 0; j < WN / 8; j++) {
                     acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
                     acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
                     acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
@@ -223,18 +229,18 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
             sa1 = __ldg(p.sa + ra1 * p.sa_step);
 #pragma unroll
             for (int i = 0; i < SWN; i++)
-                swr[i] = __ldg(p.sw + (size_t)min(n0 + tid + 128 * i, p.n - 1) * p.sw_step);
+                swr[i] = __ldg(p.sw + (size_t)min(c0 + tid + 128 * i, p.n - 1) * p.sw_step);
             for (int kb = 0; kb < nk; kb++, q++) {
                 const int s = q % S;
                 oct_mbar_wait(&full[s], (q / S) & 1);
                 const uint8_t *stage = smem + (size_t)s * T::STAGE;
-                const uint64_t da = oct_wgmma_desc_sw128(stage + wg * 64 * kBK);
-                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES);
+                const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
                 oct_wgmma_reg_fence(acc);
                 oct_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < kBK / 32; kk++)
-                    oct_wgmma_e4m3<BN>(acc, da + 2 * kk, dw + 2 * kk, 1);
+                    oct_wgmma_e4m3<WN>(acc, da + 2 * kk, dw + 2 * kk, 1);
                 oct_wgmma_commit();
                 // Keep this step's MMAs in flight; the previous step's are done, so
                 // its stage can be refilled.
@@ -255,7 +261,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
             wg_sync();
 #pragma unroll
             for (int i = 0; i < SWN; i++)
-                if (tid + 128 * i < BN)
+                if (tid + 128 * i < WN)
                     sws[tid + 128 * i] = swr[i];
             wg_sync();
         }
@@ -265,8 +271,8 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
         const bool row0 = r0 < p.m, row1 = r1 < p.m;
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const int c = n0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
+        for (int j = 0; j < WN / 8; j++) {
+            const int c = c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
             const bool col = c < p.n;
             float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
                   v3 = acc[4 * j + 3];
@@ -291,12 +297,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB>::THREADS, MINB)
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const Params &, unsigned,
                                  bool, cudaStream_t);
 
-template <int NC, int BN, int S, bool BLK, int MINB = 1>
+template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false>
 cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
                    bool pdl, cudaStream_t st)
 {
-    using T = Shape<NC, BN, S, MINB>;
-    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB>;
+    using T = Shape<NC, BN, S, MINB, SN>;
+    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN>;
     // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
     // register pool ptxas gave the kernel covers the redistribution.
     static std::atomic<unsigned> ready{0}, refused{0};
@@ -342,6 +348,10 @@ struct Config {
 // consumer warpgroups, 128 accumulator registers each, setmaxnreg 232); the "x2"
 // shapes fit two CTAs per SM (a small ring each), so one CTA's prologue and
 // epilogue overlap the other's main loop ("_x2p": two persistent CTAs per SM).
+// "_2wg": 64-row tiles whose two consumer warpgroups split the columns (each
+// 64 x BN/2): with block scales each warpgroup waits for its own MMAs every K
+// step before scaling them, and the other's keep the tensor cores busy, which
+// one warpgroup per 64-row tile cannot do.
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
@@ -355,10 +365,13 @@ const Config kConfigs[] = {
     {"wgmma_128x128_x2p", 128, 128, false, launch<2, 128, 3, false, 2>, 2},
     {"wgmma_128x128_p", 128, 128, false, launch<2, 128, 6, false>, 1},
     {"wgmma_128x256_p", 128, 256, false, launch<2, 256, 4, false>, 1},
+    {"wgmma_64x256_2wg", 64, 256, false, launch<2, 256, 5, false, 1, true>},
     {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
     {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
     {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
+    {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, true>},
+    {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, true>},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
