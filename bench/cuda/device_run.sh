@@ -8,6 +8,7 @@
 #                                   6 = wgmma_128x256) and cuBLASLt at M = 4096, 4096->28672:
 #                                   speed of light, warp states, stall reasons per SASS line
 #                                   (SourceCounters), and the kernel's SASS; no checks
+#   bench/cuda/device_run.sh check  check_cuda --check-only and memcheck only
 #   bench/cuda/device_run.sh model  whole models through --linear-backend cuda against the host
 #                                   CPU: the demo (eval, three schemes) and the static-scale
 #                                   compressed-tensors fixture (carry build/devlibs)
@@ -49,6 +50,18 @@ if [ "$MODE" = large ]; then
     grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
     sed -n '/^| M /,$p' "$OUT/bench.log" | head -80
     [ "${NCU:-1}" = 1 ] && ncu_profile
+    stamp done
+    exit 0
+fi
+if [ "$MODE" = check ]; then
+    stamp "check_cuda --check-only"
+    timeout 240 "$B/check_cuda" --check-only >"$OUT/check.log" 2>&1
+    echo "check_cuda rc=$?" >>"$OUT/check.log"
+    stamp "compute-sanitizer memcheck (quick checks)"
+    timeout 200 compute-sanitizer --tool memcheck "$B/check_cuda" --check-only --quick >"$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$?" >>"$OUT/memcheck.log"
+    grep -E "FAIL|checks:|rc=" "$OUT/check.log"
+    grep -E "ERROR SUMMARY|rc=" "$OUT/memcheck.log"
     stamp done
     exit 0
 fi

@@ -187,7 +187,8 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
             float w[2], a0[2], a1[2];
             auto load_scales = [&](int kb, int slot) {
                 kb = min(kb, nk - 1);
-                w[slot] = __ldg(p.sw + (size_t)(c0 / 128) * p.nkb + kb);
+                // (clamped: a warpgroup whose columns all lie past n stores nothing)
+                w[slot] = __ldg(p.sw + (size_t)(min(c0, p.n - 1) / 128) * p.nkb + kb);
                 a0[slot] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
                 a1[slot] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
             };
