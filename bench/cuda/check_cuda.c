@@ -179,7 +179,8 @@ static double rel_err(const uint16_t *y, const float *ref, int64_t n)
 
 /* Every bf16 value (NaNs set to 0) divided by a chosen scale: 8 rows of 8192
  * patterns each plus 8 +Infs, so a row's amax is +Inf and its scale is pinned by
- * the activation upper bound (s = ub / 448, or the floor); codes compared with
+ * the activation upper bound (s = ub / 448, or the floor; 3e38 makes 1024 s
+ * overflow, which the division's cap must survive); codes compared with
  * the CPU's true division.  8 rows (the row-split kernel) and 16 copies of them
  * (one block per row; with bulk, the bulk-copy kernel on sm_90).  This checks the GPU's
  * division by the scale on every input it can get. */
@@ -187,7 +188,7 @@ static void check_quant_all_bf16(int bulk)
 {
     enum { KV = 8192, K = KV + 8, MAXM = 128 };
     const int64_t k = K, rows[2] = {8, MAXM};
-    const float ubs[] = {448.0f, 3.0f, 100.7f, 0.0017f, 1e-4f, 1.5e-5f, 5e37f, 1.17e-35f};
+    const float ubs[] = {448.0f, 3.0f, 100.7f, 0.0017f, 1e-4f, 1.5e-5f, 5e37f, 3e38f, 1.17e-35f};
     uint16_t *x = malloc((size_t)(MAXM * K) * 2);
     float *xf = malloc((size_t)(MAXM * K) * 4);
     uint8_t *q_ref = malloc((size_t)(MAXM * K)), *q_gpu = malloc((size_t)(MAXM * K));

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <float.h>
 #include <stdint.h>
 
 #include <type_traits>
@@ -111,17 +112,19 @@ __device__ __forceinline__ float oct_scale_recip(float s)
  * __fdiv_rn's cost (which spends a quarter-rate reciprocal on every element).
  * Markstein's correction: with r = RN(1/s) and q0 = RN(a r) within an ulp of
  * a / s, the residual a - q0 s is exact in one fma and RN(q0 + residual r) is
- * RN(a / s).  It holds for normal quotients; a quotient below 2^-126 may be an
- * ulp off, but every such value encodes to a zero E4M3 code (the smallest code
- * is 2^-9) either way.  a = |x| capped at 1024 s (a quotient >= 1024 saturates
- * to 448 like the true one, and a / s can no longer overflow when an activation
- * upper bound made s small); the sign is x's, so -0 stays -0 and a NaN keeps
- * its sign.  r == 0 (s infinite or NaN): plain IEEE division. */
+ * RN(a / s).  It holds for normal operands and quotients; with a subnormal a or
+ * a quotient below 2^-108 it may be an ulp off, but every such quotient encodes
+ * to a zero E4M3 code (the smallest code is 2^-9) either way.  a = |x| capped at
+ * 1024 s, itself capped at FLT_MAX (a quotient >= 1024 saturates to 448 like the
+ * true one, a / s can no longer overflow when an activation upper bound made s
+ * small, and an Inf x meets no Inf cap when a huge bound made s >= 2^118); the
+ * sign is x's, so -0 stays -0 and a NaN keeps its sign.  r == 0 (s infinite or
+ * NaN): plain IEEE division. */
 __device__ __forceinline__ float oct_div_scale(float x, float s, float r)
 {
     if (r == 0.0f)
         return __fdiv_rn(x, s);
-    const float lim = 1024.0f * s;
+    const float lim = fminf(1024.0f * s, FLT_MAX);
     float a = fabsf(x);
     a = a > lim ? lim : a; // a NaN stays NaN
     const float q0 = __fmul_rn(a, r);
@@ -138,7 +141,7 @@ __device__ __forceinline__ uint2 oct_quant8_bf16(uint4 v, float s, float r)
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint16_t c[4];
     if (r != 0.0f) {
-        const float lim = 1024.0f * s;
+        const float lim = fminf(1024.0f * s, FLT_MAX); // see oct_div_scale
         auto div = [&](float x) {
             const float a = fminf(fabsf(x), lim);
             const float q0 = __fmul_rn(a, r);

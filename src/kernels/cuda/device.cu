@@ -69,10 +69,12 @@ bool oct_cuda_device_is_sm90(void)
             return v == 1;
     }
     int major = 0, minor = 0;
-    const bool ok =
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-        major == 9 && minor == 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false; // not cached: asked again next time
+    }
+    const bool ok = major == 9 && minor == 0;
     if (cached)
         cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
     return ok;

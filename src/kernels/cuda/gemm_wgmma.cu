@@ -77,6 +77,9 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
 {
+    // wgmma takes N % 8 == 0, and a split-N warpgroup's weight rows start on a
+    // 1024-byte swizzle atom (WN * 128 bytes)
+    static_assert(Shape<NC, BN, S, MINB, SN>::WN % 8 == 0, "warpgroup tile width");
 #ifdef OCT_HAS_WGMMA
     using T = Shape<NC, BN, S, MINB, SN>;
     constexpr int WN = T::WN;
@@ -373,6 +376,7 @@ const Config kConfigs[] = {
     {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
     {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, true>},
     {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, true>},
+    {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, true>},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 

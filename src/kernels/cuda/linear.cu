@@ -204,6 +204,8 @@ static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStre
     bool ok[kMaxCandidates];
     float t[kMaxCandidates][kReps];
     const bool events = cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    if (!events)
+        cudaGetLastError(); // nothing is timed (every candidate counts as failed)
     for (int i = 0; i < n; i++) {
         ok[i] = events && run(i) == OCT_OK && cudaStreamSynchronize(st) == cudaSuccess;
         if (!ok[i])

@@ -18,6 +18,9 @@ constexpr int kTokVec = 8; // uint4 (8 bf16) per thread kept in registers: K <= 
 // every M, 91.6 against 105.9 us at M = 8192, 3.8 TB/s), 1x128 groups from 2^25
 // elements (14336 x 8192: 102.8 against 126.4 us; 4096 x 4096: 25.2 against 23.7).
 constexpr int64_t kBulkMinRows = 1024, kBulkMaxRowK = 8192, kBulkMinGroupElems = 1 << 25;
+// The largest row it takes: 48 KB per block without an opt-in, less the kernel's
+// static shared memory (48 bytes) and a margin.
+constexpr int64_t kBulkMaxRowBytes = 48 * 1024 - 1024;
 
 // Block-wide NaN-propagating max; every thread gets the result.
 __device__ __forceinline__ float block_amax(float a)
@@ -164,26 +167,27 @@ __global__ void __launch_bounds__(kTokThreads)
 #endif
 }
 
-// Launches quant_rows_bf16_bulk<GROUPS> if it applies (else returns false): the
-// sizes above, rows of up to 48 KB (the default shared-memory limit), about 8
-// uint4 per thread (64..256 threads).  The knob oct_cuda_quant_bulk = 2 (tests)
-// takes it for any size it can run.
+// Launches quant_rows_bf16_bulk<GROUPS> if it applies and the launch is accepted
+// (else returns false: the caller uses the other kernels): the sizes above, rows
+// up to kBulkMaxRowBytes, about 8 uint4 per thread (64..256 threads).  The knob oct_cuda_quant_bulk
+// = 2 (tests) takes it for any size it can run.
 template <bool GROUPS>
 bool launch_bulk(const void *x, int64_t m, int64_t k, float ub, void *q, float *scale, int64_t rs,
-                 int64_t ks, cudaStream_t st, cudaError_t *err)
+                 int64_t ks, cudaStream_t st)
 {
     const bool wanted =
         GROUPS ? m * k >= kBulkMinGroupElems : m >= kBulkMinRows && k <= kBulkMaxRowK;
     if (!oct_cuda_quant_bulk || (!wanted && oct_cuda_quant_bulk != 2) || m > INT32_MAX ||
-        k % 8 != 0 || k * 2 > 48 * 1024 || ((uintptr_t)x & 15u) != 0 || ((uintptr_t)q & 7u) != 0 ||
-        !oct_cuda_device_is_sm90())
+        k % 8 != 0 || k * 2 > kBulkMaxRowBytes || ((uintptr_t)x & 15u) != 0 ||
+        ((uintptr_t)q & 7u) != 0 || !oct_cuda_device_is_sm90())
         return false;
     const int64_t t = (k / 8 / 8 + 31) / 32 * 32;
     const unsigned threads = (unsigned)(t < 64 ? 64 : t > kTokThreads ? kTokThreads : t);
     quant_rows_bf16_bulk<GROUPS><<<(unsigned)m, threads, (size_t)k * 2, st>>>(
         static_cast<const uint16_t *>(x), k, ub, static_cast<uint8_t *>(q), scale, rs, ks);
-    *err = cudaGetLastError();
-    return true;
+    // A refused launch (a resource limit) falls back to the other kernels, its error
+    // cleared here.
+    return cudaGetLastError() == cudaSuccess;
 }
 
 // Any k, any alignment: scalar two-pass version.
@@ -254,9 +258,8 @@ extern "C" oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t
     const uint16_t *xs = static_cast<const uint16_t *>(x);
     uint8_t *qs = static_cast<uint8_t *>(q);
     const int64_t slices = (k / 8 + kSplitVecs - 1) / kSplitVecs;
-    cudaError_t e = cudaSuccess;
-    if (launch_bulk<false>(x, m, k, ub, q, scale, 1, 0, st, &e))
-        return oct_cuda_check(e);
+    if (launch_bulk<false>(x, m, k, ub, q, scale, 1, 0, st))
+        return OCT_OK;
     if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0 && slices > 1 && m < 128)
         // fewer rows than SMs: split rows over blocks (a row per block would
         // leave most SMs idle and run K/256 divisions per thread)
@@ -278,9 +281,8 @@ oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, vo
         return OCT_OK;
     if (k % 8 != 0 || !aligned16(x) || ((uintptr_t)q & 7u) != 0)
         return OCT_ERR_UNSUPPORTED;
-    cudaError_t e = cudaSuccess;
-    if (launch_bulk<true>(x, m, k, 0.0f, q, scale, rs, ks, st, &e))
-        return oct_cuda_check(e);
+    if (launch_bulk<true>(x, m, k, 0.0f, q, scale, rs, ks, st))
+        return OCT_OK;
     const int64_t groups = m * ((k + 127) / 128);
     const int64_t blocks = (groups + 15) / 16;
     if (blocks > INT32_MAX)

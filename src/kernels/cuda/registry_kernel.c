@@ -205,9 +205,6 @@ static oct_status put_quantized(cuda_scratch *s, const oct_linear *l, int64_t m,
     return oct_cuda_memcpy_h2d(s->dsa, sa, (size_t)ns * sizeof(float));
 }
 
-/* Per-tensor activations of bf16 x already on the device (s->dx): codes into
- * s->dq and the scale into s->dsa (a checkpoint's static scale, expanded to one
- * per row on the host; or the dynamic one, a single device float, TENSOR). */
 /* Per-tensor activations (dynamic, or static from the checkpoint): codes into
  * s->dq and *sa the device scale, one float (OCT_SCALE_TENSOR; the static one
  * was placed at prepare). */
