@@ -352,10 +352,12 @@ struct Config {
 // consumer warpgroups, 128 accumulator registers each, setmaxnreg 232); the "x2"
 // shapes fit two CTAs per SM (a small ring each), so one CTA's prologue and
 // epilogue overlap the other's main loop ("_x2p": two persistent CTAs per SM).
-// "_2wg": 64-row tiles whose two consumer warpgroups split the columns (each
-// 64 x BN/2): with block scales each warpgroup waits for its own MMAs every K
-// step before scaling them, and the other's keep the tensor cores busy, which
-// one warpgroup per 64-row tile cannot do.
+// 128 x 224 (token scales only: a 224-wide tile straddles 128-column weight
+// blocks) splits N = 28672 into 128 tiles, one wave on 132 SMs where 128 x 256
+// leaves 20 SMs idle.  "_2wg": 64-row tiles whose two consumer warpgroups split
+// the columns (each 64 x BN/2): with block scales each warpgroup waits for its
+// own MMAs every K step before scaling them, and the other's keep the tensor
+// cores busy, which one warpgroup per 64-row tile cannot do.
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
@@ -370,6 +372,7 @@ const Config kConfigs[] = {
     {"wgmma_128x128_p", 128, 128, false, launch<2, 128, 6, false>, 1},
     {"wgmma_128x256_p", 128, 256, false, launch<2, 256, 4, false>, 1},
     {"wgmma_64x256_2wg", 64, 256, false, launch<2, 256, 5, false, 1, true>},
+    {"wgmma_128x224", 128, 224, false, launch<2, 224, 5, false>},
     {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
     {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
