@@ -8,11 +8,13 @@
 //       partial sum is scaled by sa[r, kb] * sw[c/128, kb] and added in f32.
 //
 // Block layout: one CTA = one BM x BN output tile (BM = 64 per consumer
-// warpgroup), K walked in 128-byte steps.  One thread of a producer warpgroup loads
-// each step's a and w boxes with the tensor copy engine (128-byte swizzle, the
-// layout wgmma's descriptors read) into an S-stage ring, arriving on a "full"
-// mbarrier; each consumer warpgroup runs 4 wgmma m64nBNk32 per step from shared
-// memory and arrives on the stage's "empty" mbarrier once its MMAs have read it.
+// warpgroup, or 64 with two warpgroups splitting BN), K walked in 128-byte steps.
+// One thread of a producer warp(group) loads each step's a and w boxes with the
+// tensor copy engine (128-byte swizzle, the layout wgmma's descriptors read) into
+// an S-stage ring, arriving on a "full" mbarrier; each consumer warpgroup runs 4
+// wgmma m64nWNk32 per step from shared memory and arrives on the stage's "empty"
+// mbarrier once its MMAs have read it.  The epilogue's scales are loaded when a
+// tile starts, so their latency hides under its main loop.
 // With programmatic dependent launch (after the activation quantizer) the
 // producer requests the first S weight boxes before it waits for the quantizer.
 // Tiles are ordered in groups of 8 M-tiles so consecutive CTAs share weight
