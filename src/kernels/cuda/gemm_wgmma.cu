@@ -183,6 +183,23 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 #pragma unroll
         for (int i = 0; i < WN / 2; i++)
             acc[i] = 0.0f;
+        // Step q's MMAs: waits for its stage, issues 4 wgmma (k32 each) into d, one
+        // commit group; returns the stage.  Block scales: the first MMA overwrites d
+        // (a fresh partial sum per K block); else all accumulate into acc.
+        auto issue = [&](float(&d)[WN / 2]) {
+            const int s = q % S;
+            oct_mbar_wait(&full[s], (q / S) & 1);
+            const uint8_t *stage = smem + (size_t)s * T::STAGE;
+            const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+            const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
+            oct_wgmma_reg_fence(d);
+            oct_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
+                oct_wgmma_e4m3<WN>(d, da + 2 * kk, dw + 2 * kk, BLK ? kk : 1);
+            oct_wgmma_commit();
+            return s;
+        };
         // Epilogue scales (tensor / token x tensor / channel), loaded now.
         float sa0 = 1.0f, sa1 = 1.0f, swr[SWN];
         if constexpr (BLK) {
@@ -198,17 +215,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
                 a1[slot] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
             };
             auto step = [&](int kb, int slot) {
-                const int s = q % S;
-                oct_mbar_wait(&full[s], (q / S) & 1);
-                const uint8_t *stage = smem + (size_t)s * T::STAGE;
-                const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
-                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
-                oct_wgmma_reg_fence(part);
-                oct_wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
-                    oct_wgmma_e4m3<WN>(part, da + 2 * kk, dw + 2 * kk, kk);
-                oct_wgmma_commit();
+                const int s = issue(part);
                 const float s0 = a0[slot] * w[slot], s1 = a1[slot] * w[slot];
                 load_scales(kb + 2, slot);
                 oct_wgmma_wait<0>();
@@ -237,17 +244,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
             for (int i = 0; i < SWN; i++)
                 swr[i] = __ldg(p.sw + (size_t)min(c0 + tid + 128 * i, p.n - 1) * p.sw_step);
             for (int kb = 0; kb < nk; kb++, q++) {
-                const int s = q % S;
-                oct_mbar_wait(&full[s], (q / S) & 1);
-                const uint8_t *stage = smem + (size_t)s * T::STAGE;
-                const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
-                const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
-                oct_wgmma_reg_fence(acc);
-                oct_wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < kBK / 32; kk++)
-                    oct_wgmma_e4m3<WN>(acc, da + 2 * kk, dw + 2 * kk, 1);
-                oct_wgmma_commit();
+                issue(acc);
                 // Keep this step's MMAs in flight; the previous step's are done, so
                 // its stage can be refilled.
                 oct_wgmma_wait<1>();
