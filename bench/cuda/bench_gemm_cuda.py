@@ -21,6 +21,10 @@ triton.testing.do_bench, which flushes the L2 before every call):
 A second table (--graph-ms) times bf16, pt_tensor and oct for small M inside CUDA graphs
 (many calls per graph over rotated weight copies, so launch gaps shrink as in a
 graph-captured decode step and no call finds its weights in L2).
+A third (--flush-ms) times bf16, pt_tensor, oct and oct_pre after two kinds of L2 flush:
+do_bench's (zeroing 256 MB, which leaves the L2 full of dirty lines that the timed call
+must write back as it evicts them) and a read-only one (the L2 left full of clean lines,
+as between the layers of a decode step, where the L2 holds weights just read).
 Before timing, every octet output is checked against a float32 torch reference
 (dequantized codes, fp32 matmul) and octet's activation codes/scales against torch's
 quantization bit for bit.  torch is only the yardstick: octet never calls it.
@@ -190,6 +194,68 @@ def graph_table(lib, ctx, shapes, ms):
     return out
 
 
+def flush_us(fn, clean, cache, reps=30):
+    """Median µs of fn after an L2 flush: do_bench's (cache.zero_(): the L2 is left
+    full of dirty lines) or, clean=True, a read-only pass over the same 256 MB."""
+    ev = []
+    for i in range(reps + 3):
+        if clean:
+            cache.max()
+        else:
+            cache.zero_()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        if i >= 3:
+            ev.append((e0, e1))
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) * 1e3 for a, b in ev)
+    return times[len(times) // 2]
+
+
+def flush_table(lib, ctx, shapes, ms):
+    """bf16, pt_tensor, oct (dynamic quantization included) and oct_pre after a dirty
+    (do_bench's) and a clean (read-only) L2 flush."""
+    cache = torch.empty(256 << 20, dtype=torch.int8, device=dev)
+    out = []
+    st = torch.cuda.current_stream().cuda_stream
+    for (k, n) in shapes:
+        w = (torch.randn(n, k, device=dev) * 0.02).to(torch.bfloat16)
+        wq_r, sw_r = quant_rows(w)
+        wq_t, sw_t = quant_tensor(w)
+        sw_r1 = sw_r.reshape(-1).contiguous()
+        for m in ms:
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+            xq_t, sx_t = quant_tensor(x)
+            xq_r, sx_r = quant_rows(x)
+            sx_r1 = sx_r.reshape(-1).contiguous()
+
+            def oct_dyn():
+                assert lib.oct_cuda_linear_fp8_dyn(ctx, m, n, k, x.data_ptr(), wq_r.data_ptr(),
+                                                   SCALE_ROW, sw_r1.data_ptr(), 0.0, y.data_ptr(),
+                                                   PATH_AUTO, st) == 0
+
+            def oct_pre():
+                assert lib.oct_cuda_gemm_fp8(ctx, m, n, k, xq_r.data_ptr(), SCALE_ROW,
+                                             sx_r1.data_ptr(), wq_r.data_ptr(), SCALE_ROW,
+                                             sw_r1.data_ptr(), y.data_ptr(), PATH_AUTO, st) == 0
+            fns = dict(bf16=lambda: F.linear(x, w),
+                       pt_tensor=lambda: torch._scaled_mm(xq_t, wq_t.t(), scale_a=sx_t, scale_b=sw_t,
+                                                          out_dtype=torch.bfloat16),
+                       oct=oct_dyn, oct_pre=oct_pre)
+            r = dict(m=m, k=k, n=n)
+            for name, fn in fns.items():
+                for clean in (False, True):
+                    r[name + ("_clean" if clean else "_dirty")] = flush_us(fn, clean, cache)
+            out.append(r)
+        del w, wq_r, wq_t
+    del cache
+    torch.cuda.empty_cache()
+    return out
+
+
 def quant_table(lib, ctx, bench, ks, ms):
     """The activation quantizers alone (do_bench, L2 flushed): per-token rows and 1x128
     groups, µs and effective GB/s (bf16 read + codes written), the shipped kernels
@@ -233,6 +299,8 @@ def main():
     ap.add_argument("--no-tma", action="store_true", help="skip the bulk-copy variant's column")
     ap.add_argument("--graph-ms", default="1,2,4,8,16,32,64,128,256",
                     help="M values of the CUDA-graph table ('' to skip it)")
+    ap.add_argument("--flush-ms", default="1,16",
+                    help="M values of the dirty / clean L2 flush table ('' to skip it)")
     args = ap.parse_args()
     ms = [int(v) for v in args.ms.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -442,12 +510,16 @@ def main():
     graph_rows = []
     if args.graph_ms:
         graph_rows = graph_table(lib, ctx, shapes, [int(v) for v in args.graph_ms.split(",")])
+    flush_rows = []
+    if args.flush_ms:
+        flush_rows = flush_table(lib, ctx, shapes, [int(v) for v in args.flush_ms.split(",")])
     qrows = quant_table(lib, ctx, bench, sorted({k for k, _ in shapes}),
                         [m for m in ms if m >= 256]) if args.quant_table else []
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gemm_cuda.json"), "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
-                       checks=checks, graph_rows=graph_rows, quant_rows=qrows), f, indent=1)
+                       checks=checks, graph_rows=graph_rows, quant_rows=qrows,
+                       flush_rows=flush_rows), f, indent=1)
     print(f"\n# checks: {len(checks) - failures} passed, {failures} failed; {time.time() - t_start:.0f} s")
     print("\n| M | K→N | bf16 µs | pt fp8 tensor µs | pt fp8 row µs | pt dyn-quant µs | octet dyn µs "
           "| kernel | octet lt µs | octet wgmma µs | octet pre-quant row µs | octet block µs | block kernel "
@@ -489,6 +561,20 @@ def main():
         if "oct_plain" in r:
             print(f"| {r['m']} | {r['k']}→{r['n']} | {r['oct']:.1f} | {r['kernel']} | "
                   f"{r['oct_plain']:.1f} | {r['kernel_plain']} | {r['oct_plain'] / r['oct']:.2f} |")
+    if flush_rows:
+        print("\n# after do_bench's L2 flush (dirty: zeroing 256 MB) and a read-only one (clean); "
+              "median of 30, µs; TB/s = FP8 weight bytes / octet dyn")
+        print("| M | K→N | bf16 dirty | bf16 clean | pt fp8 tensor dirty | pt fp8 tensor clean | "
+              "octet dyn dirty | octet dyn clean | octet pre-quant dirty | octet pre-quant clean | "
+              "octet/bf16 dirty | octet/bf16 clean | TB/s dirty | TB/s clean |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in flush_rows:
+            tb = [r["n"] * r["k"] / (r["oct_" + f] * 1e-6) / 1e12 for f in ("dirty", "clean")]
+            print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16_dirty']:.1f} | {r['bf16_clean']:.1f} | "
+                  f"{r['pt_tensor_dirty']:.1f} | {r['pt_tensor_clean']:.1f} | {r['oct_dirty']:.1f} | "
+                  f"{r['oct_clean']:.1f} | {r['oct_pre_dirty']:.1f} | {r['oct_pre_clean']:.1f} | "
+                  f"{r['bf16_dirty'] / r['oct_dirty']:.2f} | {r['bf16_clean'] / r['oct_clean']:.2f} | "
+                  f"{tb[0]:.2f} | {tb[1]:.2f} |")
     if graph_rows:
         print("\n# under CUDA graphs (per call: one graph of calls over rotated weight copies, "
               "median of 20 replays)")

@@ -8,12 +8,15 @@
 #                                   6 = wgmma_128x256) and cuBLASLt at M = 4096, 4096->28672:
 #                                   speed of light, warp states, stall reasons per SASS line
 #                                   (SourceCounters), and the kernel's SASS; no checks
+#   bench/cuda/device_run.sh ncu_stream  Nsight Compute on the small-M path (M=1, K=4096,
+#                                   N=28672 by default): octet dyn / pre-quantized / cuBLASLt
 #   bench/cuda/device_run.sh check  check_cuda --check-only and memcheck only
 #   bench/cuda/device_run.sh model  whole models through --linear-backend cuda against the host
 #                                   CPU: the demo (eval, three schemes) and the static-scale
 #                                   compressed-tensors fixture (carry build/devlibs)
 #   bench/cuda/device_run.sh large  check_cuda --check-only, the bench table at M >= 32
-#                                   (no graph table), then the ncu per-line profile (NCU=0: not)
+#                                   (no graph table; MS=32,64 picks the M), then the ncu
+#                                   per-line profile (NCU=0: not); MEMCHECK=1 adds memcheck
 set -uo pipefail
 MODE=${1:-full}
 OUT=${OUT:-build/cuda_bench/out}
@@ -43,8 +46,14 @@ if [ "$MODE" = large ]; then
     timeout 240 "$B/check_cuda" --check-only >"$OUT/check.log" 2>&1
     echo "check_cuda rc=$?" >>"$OUT/check.log"
     grep -E "FAIL|checks:|rc=" "$OUT/check.log" | head -20
-    stamp "python bench (M >= 32)"
-    PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/bench_gemm_cuda.py --ms 32,64,128,256,512,1024,2048,4096,8192 \
+    if [ "${MEMCHECK:-0}" = 1 ]; then
+        stamp "compute-sanitizer memcheck (quick checks)"
+        timeout 200 compute-sanitizer --tool memcheck "$B/check_cuda" --check-only --quick >"$OUT/memcheck.log" 2>&1
+        echo "memcheck rc=$?" >>"$OUT/memcheck.log"
+        grep -E "ERROR SUMMARY|rc=" "$OUT/memcheck.log"
+    fi
+    stamp "python bench (M = ${MS:=32,64,128,256,512,1024,2048,4096,8192})"
+    PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/bench_gemm_cuda.py --ms "$MS" \
         --graph-ms "" --rep 30 --warmup 5 --no-tma --out "$OUT" >"$OUT/bench.log" 2>&1
     echo "bench rc=$?" >>"$OUT/bench.log"
     grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
@@ -88,6 +97,18 @@ if [ "$MODE" = model ]; then
             --json >"$OUT/eval_static_$be.json" 2>"$OUT/eval_static_$be.err"
         echo "static $be rc=$? $(tr -d '\n' <"$OUT/eval_static_$be.json" | cut -c1-300)"
     done
+    stamp done
+    exit 0
+fi
+if [ "$MODE" = ncu_stream ]; then
+    # the small-M path at M (default 1) on K->N (default 4096->28672): octet dyn, octet
+    # pre-quantized, cuBLASLt per-tensor; achieved DRAM bandwidth and why not more
+    stamp "ncu (streaming path, M=${M:=1}, ${K:=4096}->${N:=28672})"
+    timeout 300 ncu --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section LaunchStats --section Occupancy --section WarpStateStats \
+        python3 bench/cuda/profile_stream.py --m "$M" --k "$K" --n "$N" --reps 1 >"$OUT/ncu_stream.txt" 2>&1
+    echo "ncu rc=$?"
+    grep -E "^  [a-zA-Z_<]|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|Waves Per SM" "$OUT/ncu_stream.txt" | head -90
     stamp done
     exit 0
 fi

@@ -368,7 +368,11 @@ extern int oct_cuda_quant_bulk;
  * k % 128 == 0, n % 8 == 0, 16-byte aligned a and w, a compute capability 9.0
  * device, else OCT_ERR_UNSUPPORTED.  cfg: one of the built tile shapes
  * (oct_cuda_wgmma_num_configs; a block config for block scales).  pdl: launched
- * with programmatic serialization (waits before reading a / sa). */
+ * with programmatic serialization (waits before reading a / sa).  Split-K
+ * shapes need a workspace (oct_cuda_wgmma_workspace): ws for the partial tiles
+ * (16-byte aligned) and cnt, one counter per output tile, zero before the call
+ * (each call leaves them zero again); one stream at a time.  Without them they
+ * return OCT_ERR_UNSUPPORTED. */
 typedef struct {
     int64_t m, n, k;
     const uint8_t *a, *w;
@@ -376,12 +380,20 @@ typedef struct {
     const float *sa, *sw;
     int64_t sa_rs, sa_ks;
     uint16_t *y;
+    void *ws;
+    size_t ws_bytes;
+    int *cnt;
+    size_t cnt_n;
 } oct_wgmma_args;
 oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *args, int cfg, bool pdl, cudaStream_t st);
 int oct_cuda_wgmma_num_configs(void);
 const char *oct_cuda_wgmma_config_name(int cfg);
-/* cfg is a config of this scale family worth trying at this m. */
-bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n);
+/* The split-K workspace config cfg needs for this problem: partial-tile bytes
+ * and tile counters (0, 0: none). */
+void oct_cuda_wgmma_workspace(int cfg, int64_t m, int64_t n, int64_t k, size_t *ws_bytes,
+                              size_t *counters);
+/* cfg is a config of this scale family worth trying at this m, n, k. */
+bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n, int64_t k);
 
 /* ---- the context (linear.cu) ---- */
 
@@ -401,6 +413,10 @@ struct oct_cuda_ctx {
     size_t d32_bytes;
     float *swpad; /* block weight scales with K blocks padded to a multiple of 4 (cuBLASLt) */
     size_t swpad_bytes;
+    void *wg_ws; /* split-K partial tiles of gemm_wgmma.cu */
+    size_t wg_ws_bytes;
+    int *wg_cnt; /* ... its tile counters (zeroed when allocated, left zero by each call) */
+    size_t wg_cnt_bytes;
     oct_lt_plan *plans;        /* cached cuBLASLt plans (linked list) */
     int lt_block_mn_major;     /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
     int64_t gemv_max_m;        /* auto path: GEMV up to this M (per-token scales) */

@@ -45,6 +45,9 @@ struct Params {
     int64_t sa_rs, sa_ks; // block scales: sa[r * sa_rs + kb * sa_ks]
     uint16_t *y;
     int pdl;
+    int splits; // split-K shapes: K ranges per tile (1: none)
+    int *cnt;   // ... per tile: how many of its K ranges are done (zero between calls)
+    float *ws;  // ... the K ranges' partial tiles, f32
 };
 
 // NC consumer warpgroups, BN columns, S ring stages, MINB CTAs per SM.  The
@@ -74,7 +77,7 @@ template <int NC, int BN, int S, int MINB, bool SN = false> struct Shape {
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-template <int NC, int BN, int S, bool BLK, int MINB, bool SN>
+template <int NC, int BN, int S, bool BLK, int MINB, bool SN, bool SK>
 __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
@@ -93,6 +96,14 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     const int wg = threadIdx.x / 128;
     const int ntiles = p.tiles_m * p.tiles_n;
     const int nk = p.k / kBK;
+    // Work units: tile u % ntiles, K range u / ntiles (split-K shapes; else the whole K).
+    const int nunits = SK ? ntiles * p.splits : ntiles;
+    // (splits <= nk: every range has a step, and saying so keeps ptxas from
+    // serializing the MMAs, C7515)
+    auto k_range = [&](int sp, int &kb0, int &kb1) {
+        kb0 = SK ? sp * nk / p.splits : 0;
+        kb1 = SK ? max((sp + 1) * nk / p.splits, kb0 + 1) : nk;
+    };
     // Tile t -> its output corner: groups of kGroupM M-tiles, M fastest.
     auto corner = [&](int t, int &m0, int &n0) {
         const int per_group = kGroupM * p.tiles_n;
@@ -119,27 +130,27 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
             oct_tma_prefetch_map(&map_w);
             // q counts K steps over all of this CTA's tiles: stage q % S, pass q / S.
             int q = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int m0, n0;
-                corner(t, m0, n0);
-                int kb = 0;
-                if (t == (int)blockIdx.x) {
+            for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
+                int m0, n0, kb, kb1;
+                corner(u % ntiles, m0, n0);
+                k_range(u / ntiles, kb, kb1);
+                if (u == (int)blockIdx.x) {
                     // First tile: its first S weight boxes before waiting for the
                     // quantizer (weights do not depend on the previous kernel).
-                    const int pre = min(S, nk);
+                    const int pre = min(S, kb1 - kb);
                     for (int i = 0; i < pre; i++) {
                         oct_mbar_expect_tx(&full[i], T::STAGE);
-                        oct_tma_load_2d(smem + i * T::STAGE + T::A_BYTES, &map_w, &full[i], i * kBK,
-                                        n0);
+                        oct_tma_load_2d(smem + i * T::STAGE + T::A_BYTES, &map_w, &full[i],
+                                        (kb + i) * kBK, n0);
                     }
                     if (p.pdl)
                         oct_pdl_wait();
                     for (int i = 0; i < pre; i++)
-                        oct_tma_load_2d(smem + i * T::STAGE, &map_a, &full[i], i * kBK, m0);
-                    kb = pre;
+                        oct_tma_load_2d(smem + i * T::STAGE, &map_a, &full[i], (kb + i) * kBK, m0);
+                    kb += pre;
                     q = pre;
                 }
-                for (; kb < nk; kb++, q++) {
+                for (; kb < kb1; kb++, q++) {
                     const int s = q % S;
                     oct_mbar_wait(&empty[s], ((q / S) & 1) ^ 1);
                     oct_mbar_expect_tx(&full[s], T::STAGE);
@@ -168,15 +179,52 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     // This warpgroup's rows and columns of the tile: 64 rows at wg * 64 and all
     // BN columns, or (SN) all 64 rows and WN columns at wg * WN.
     const int wrow = SN ? 0 : wg * 64, wcol = SN ? wg * WN : 0;
+    // Split-K: each K range's partial tile goes to the workspace ([unit][warpgroup]
+    // [WN / 8][128 threads] float4s: a warp's stores are contiguous); the range that
+    // finishes a tile last (a per-tile counter says which) runs its epilogue on the
+    // sum of them all, added in range order so that it does not depend on which
+    // range finished last.
+    __shared__ int last_range;
+    const size_t per_unit = (size_t)NC * (WN / 8) * 128; // float4s
+    // Stores this range's partial tile; true: it is the tile's last range.
+    [[maybe_unused]] auto publish = [&](const float(&v)[WN / 2], float4 *ws, int t, int sp) {
+#pragma unroll
+        for (int j = 0; j < WN / 8; j++)
+            ws[sp * per_unit + j * 128] =
+                make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+        __threadfence();
+        oct_bar_sync<3>(NC * 128);
+        if (threadIdx.x == 0) {
+            last_range = atomicAdd(p.cnt + t, 1) == p.splits - 1;
+            if (last_range)
+                p.cnt[t] = 0; // every range has counted: ready for the next call
+        }
+        oct_bar_sync<3>(NC * 128);
+        const bool last = last_range;
+        if (last)
+            __threadfence();
+        return last;
+    };
+    // The sum over the tile's ranges of float4 j (own: this range's).
+    [[maybe_unused]] auto sum_ranges = [&](float4 own, const float4 *ws, int sp, int j) {
+        float4 sum = sp == 0 ? own : __ldcg(ws + j * 128);
+        for (int r = 1; r < p.splits; r++) {
+            const float4 x = r == sp ? own : __ldcg(ws + r * per_unit + j * 128);
+            sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+        }
+        return sum;
+    };
     float acc[WN / 2];
     float part[BLK ? WN / 2 : 1];
 #pragma unroll
     for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
         part[i] = 0.0f;
     int q = 0; // the producer's step count
-    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        int m0, n0;
+    for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
+        const int t = u % ntiles, sp = u / ntiles;
+        int m0, n0, kbeg, kend;
         corner(t, m0, n0);
+        k_range(sp, kbeg, kend);
         const int r0 = m0 + wrow + warp * 16 + lane / 4, r1 = r0 + 8;
         const int c0 = n0 + wcol; // this warpgroup's first column
         const size_t ra0 = (size_t)min(r0, p.m - 1), ra1 = (size_t)min(r1, p.m - 1);
@@ -230,11 +278,11 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
                     acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
                 }
             };
-            load_scales(0, 0);
-            load_scales(1, 1);
-            for (int kb = 0; kb < nk; kb += 2) {
+            load_scales(kbeg, 0);
+            load_scales(kbeg + 1, 1);
+            for (int kb = kbeg; kb < kend; kb += 2) {
                 step(kb, 0);
-                if (kb + 1 < nk)
+                if (kb + 1 < kend)
                     step(kb + 1, 1);
             }
         } else {
@@ -243,13 +291,13 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 #pragma unroll
             for (int i = 0; i < SWN; i++)
                 swr[i] = __ldg(p.sw + (size_t)min(c0 + tid + 128 * i, p.n - 1) * p.sw_step);
-            for (int kb = 0; kb < nk; kb++, q++) {
+            for (int kb = kbeg; kb < kend; kb++, q++) {
                 issue(acc);
                 // Keep this step's MMAs in flight; the previous step's are done, so
                 // its stage can be refilled.
                 oct_wgmma_wait<1>();
                 oct_wgmma_reg_fence(acc);
-                if (kb > 0)
+                if (kb > kbeg)
                     oct_mbar_arrive(&empty[(q - 1) % S]);
             }
         }
@@ -269,6 +317,16 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
             wg_sync();
         }
 
+        [[maybe_unused]] float4 *ws = NULL; // split-K: this tile's partials
+        if constexpr (SK) {
+            if (p.splits > 1) {
+                ws = reinterpret_cast<float4 *>(p.ws) + (size_t)t * p.splits * per_unit +
+                     (size_t)wg * (WN / 8) * 128 + tid;
+                if (!publish(acc, ws, t, sp))
+                    continue; // another K range of this tile finishes it
+            }
+        }
+
         // Stores predicated on the row and column bounds, no branches, so the
         // scale reads and multiplies of all columns can be scheduled together.
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
@@ -279,6 +337,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
             const bool col = c < p.n;
             float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
                   v3 = acc[4 * j + 3];
+            if constexpr (SK) {
+                if (ws) {
+                    const float4 v = sum_ranges(make_float4(v0, v1, v2, v3), ws, sp, j);
+                    v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
+                }
+            }
             if constexpr (!BLK) {
                 const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
                 v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
@@ -300,12 +364,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const Params &, unsigned,
                                  bool, cudaStream_t);
 
-template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false>
+template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false, bool SK = false>
 cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
                    bool pdl, cudaStream_t st)
 {
     using T = Shape<NC, BN, S, MINB, SN>;
-    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN>;
+    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN, SK>;
     // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
     // register pool ptxas gave the kernel covers the redistribution.
     static std::atomic<unsigned> ready{0}, refused{0};
@@ -341,6 +405,7 @@ struct Config {
     launch_fn fn;
     int persistent; // > 0: that many CTAs per SM, each walking tiles t, t + grid, ...
                     // (0: one CTA per tile)
+    int splits;     // > 1: split-K, the K steps of each tile in that many ranges
 };
 
 // Tile shapes (BM x BN, ring stages, CTAs per SM); "_p": the same kernel as a
@@ -379,6 +444,16 @@ const Config kConfigs[] = {
     {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, true>},
     {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, true>},
     {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, true>},
+    {"wgmma_64x64_k2", 64, 64, false, launch<1, 64, 8, false, 1, false, true>, 0, 2},
+    {"wgmma_64x64_k4", 64, 64, false, launch<1, 64, 8, false, 1, false, true>, 0, 4},
+    {"wgmma_64x128_k2", 64, 128, false, launch<1, 128, 6, false, 1, false, true>, 0, 2},
+    {"wgmma_64x128_k4", 64, 128, false, launch<1, 128, 6, false, 1, false, true>, 0, 4},
+    {"wgmma_128x128_k2", 128, 128, false, launch<2, 128, 6, false, 1, false, true>, 0, 2},
+    {"wgmma_block_64x64_k2", 64, 64, true, launch<1, 64, 8, true, 1, false, true>, 0, 2},
+    {"wgmma_block_64x64_k4", 64, 64, true, launch<1, 64, 8, true, 1, false, true>, 0, 4},
+    {"wgmma_block_64x128_2wg_k2", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 2},
+    {"wgmma_block_64x128_2wg_k4", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 4},
+    {"wgmma_block_128x128_k2", 128, 128, true, launch<2, 128, 5, true, 1, false, true>, 0, 2},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
@@ -412,6 +487,34 @@ bool make_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int b
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The current device's SM count (0 when the query fails).
+int sm_count(void)
+{
+    int dev = 0, nsm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return nsm;
+}
+
+// Split-K: the K ranges per tile (1: not split; a range has at least one K step).
+int splits_of(const Config &c, int64_t k)
+{
+    const int64_t nk = k / kBK;
+    return c.splits > 1 ? (int)(nk < c.splits ? nk : c.splits) : 1;
+}
+
+// Split-K: the partial tiles' bytes and the tile counters (0, 0: not split).
+void workspace_of(const Config &c, int64_t m, int64_t n, int64_t k, size_t *ws_bytes,
+                  size_t *counters)
+{
+    const int sp = splits_of(c, k);
+    const int64_t tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+    const bool split = sp > 1 && m > 0;
+    *ws_bytes = split ? (size_t)tiles * sp * c.bm * c.bn * sizeof(float) : 0;
+    *counters = split ? (size_t)tiles : 0;
+}
+
 } // namespace
 
 int oct_cuda_wgmma_num_configs(void)
@@ -424,13 +527,32 @@ const char *oct_cuda_wgmma_config_name(int cfg)
     return cfg >= 0 && cfg < kNumConfigs ? kConfigs[cfg].name : "";
 }
 
-bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n)
+void oct_cuda_wgmma_workspace(int cfg, int64_t m, int64_t n, int64_t k, size_t *ws_bytes,
+                              size_t *counters)
+{
+    *ws_bytes = *counters = 0;
+    if (cfg >= 0 && cfg < kNumConfigs)
+        workspace_of(kConfigs[cfg], m, n, k, ws_bytes, counters);
+}
+
+bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n, int64_t k)
 {
     if (cfg < 0 || cfg >= kNumConfigs || kConfigs[cfg].blk != block)
         return false;
-    (void)n;
+    const Config &c = kConfigs[cfg];
     // A 128-row tile is wasted below 65 rows.
-    return !(kConfigs[cfg].bm == 128 && m <= 64);
+    if (c.bm == 128 && m <= 64)
+        return false;
+    if (c.splits <= 1)
+        return true;
+    // Split-K is for too few tiles to fill the SMs: at most two waves of ranges of
+    // at least 4 K steps each, and a workspace of at most 64 MiB.
+    const int64_t tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+    const int64_t nsm = sm_count();
+    size_t ws = 0, cnt = 0;
+    workspace_of(c, m, n, k, &ws, &cnt);
+    return k / kBK >= 4 * c.splits && tiles < nsm && tiles * c.splits <= 2 * nsm &&
+           ws <= ((size_t)64 << 20);
 }
 
 oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaStream_t st)
@@ -469,13 +591,24 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
     p.sa_ks = g->sa_ks;
     p.y = g->y;
     p.pdl = pdl;
-    int64_t grid = (int64_t)p.tiles_m * p.tiles_n;
+    p.splits = splits_of(c, g->k);
+    p.cnt = NULL;
+    p.ws = NULL;
+    int64_t grid = (int64_t)p.tiles_m * p.tiles_n * p.splits;
     if (grid > INT32_MAX)
         return OCT_ERR_UNSUPPORTED;
+    if (p.splits > 1) { // the caller's workspace and (zero) counters
+        size_t need = 0, counters = 0;
+        workspace_of(c, g->m, g->n, g->k, &need, &counters);
+        if (!g->ws || g->ws_bytes < need || (uintptr_t)g->ws % 16 != 0 || !g->cnt ||
+            g->cnt_n < counters)
+            return OCT_ERR_UNSUPPORTED;
+        p.cnt = g->cnt;
+        p.ws = static_cast<float *>(g->ws);
+    }
     if (c.persistent) {
-        int dev = 0, nsm = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        const int nsm = sm_count();
+        if (nsm <= 0)
             return OCT_ERR_INTERNAL;
         grid = grid < (int64_t)nsm * c.persistent ? grid : (int64_t)nsm * c.persistent;
         if (oct_cuda_gemv_max_ctas > 0 && grid > oct_cuda_gemv_max_ctas) // tests: many tiles each

@@ -117,6 +117,8 @@ extern "C" void oct_cuda_ctx_free(oct_cuda_ctx *c)
     cudaFree(c->one);
     cudaFree(c->d32);
     cudaFree(c->swpad);
+    cudaFree(c->wg_ws);
+    cudaFree(c->wg_cnt);
     cudaFree(c->l2_flush);
     free(c);
 }
@@ -242,10 +244,40 @@ static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStre
         cudaEventDestroy(e1);
 }
 
+// One gemm_wgmma.cu shape on the context's split-K workspace (grown and zeroed
+// when a shape needs more; not while the stream is being captured into a graph,
+// where such a shape returns OCT_ERR_UNSUPPORTED and the caller falls back).
+static oct_status wgmma_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, bool pdl,
+                             cudaStream_t st)
+{
+    oct_wgmma_args a = *g;
+    size_t need = 0, counters = 0;
+    oct_cuda_wgmma_workspace(cfg, g->m, g->n, g->k, &need, &counters);
+    const size_t cnt_bytes = counters * sizeof(int);
+    if (need > c->wg_ws_bytes || cnt_bytes > c->wg_cnt_bytes) {
+        cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+            return OCT_ERR_UNSUPPORTED;
+        oct_status s = oct_cuda_grow(&c->wg_ws, &c->wg_ws_bytes, need);
+        if (s == OCT_OK && cnt_bytes > c->wg_cnt_bytes) {
+            s = oct_cuda_grow((void **)&c->wg_cnt, &c->wg_cnt_bytes, cnt_bytes);
+            if (s == OCT_OK && cudaMemsetAsync(c->wg_cnt, 0, c->wg_cnt_bytes, st) != cudaSuccess)
+                s = OCT_ERR_INTERNAL;
+        }
+        if (s != OCT_OK)
+            return s;
+    }
+    a.ws = c->wg_ws;
+    a.ws_bytes = c->wg_ws_bytes;
+    a.cnt = c->wg_cnt;
+    a.cnt_n = c->wg_cnt_bytes / sizeof(int);
+    return oct_cuda_wgmma_gemm(&a, cfg, pdl, st);
+}
+
 static oct_status run_wgmma(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, bool pdl,
                             cudaStream_t st)
 {
-    const oct_status s = oct_cuda_wgmma_gemm(g, cfg, pdl, st);
+    const oct_status s = wgmma_gemm(c, g, cfg, pdl, st);
     if (s == OCT_OK)
         snprintf(c->last_kernel, sizeof c->last_kernel, "%s", oct_cuda_wgmma_config_name(cfg));
     return s;
@@ -318,7 +350,7 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
     if (!ch && cudaStreamIsCapturing(st, &cap) == cudaSuccess &&
         cap != cudaStreamCaptureStatusNone) {
         for (int i = 0; wg_ok && wg_cfg < 0 && i < oct_cuda_wgmma_num_configs(); i++)
-            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n, g->k))
                 wg_cfg = i;
         cfg = lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
     } else if (!ch) {
@@ -327,7 +359,7 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         // streaming kernel (-3).
         int ids[kMaxCandidates], n = 0;
         for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs() && n < kMaxCandidates - 2; i++)
-            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n))
+            if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n, g->k))
                 ids[n++] = i;
         if (lt_ok)
             ids[n++] = -1;
@@ -340,7 +372,7 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
                 const oct_status s = quant();
                 if (s != OCT_OK)
                     return s;
-                return ids[i] >= 0    ? oct_cuda_wgmma_gemm(g, ids[i], pdl, st)
+                return ids[i] >= 0    ? wgmma_gemm(c, g, ids[i], pdl, st)
                        : ids[i] == -1 ? run_lt(c, g, st)
                                       : run_gemv(c, g, pdl, st);
             },
