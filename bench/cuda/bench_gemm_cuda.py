@@ -21,7 +21,8 @@ triton.testing.do_bench, which flushes the L2 before every call):
 A second table (--graph-ms) times bf16, pt_tensor and oct for small M inside CUDA graphs
 (many calls per graph over rotated weight copies, so launch gaps shrink as in a
 graph-captured decode step and no call finds its weights in L2).
-A third (--flush-ms) times bf16, pt_tensor, oct and oct_pre after two kinds of L2 flush:
+A third (--flush-ms) times bf16, pt_tensor, oct, oct_wg (oct forcing octet's Hopper GEMM)
+and oct_pre after two kinds of L2 flush:
 do_bench's (zeroing 256 MB, which leaves the L2 full of dirty lines that the timed call
 must write back as it evicts them) and a read-only one (the L2 left full of clean lines,
 as between the layers of a decode step, where the L2 holds weights just read).
@@ -232,10 +233,10 @@ def flush_table(lib, ctx, shapes, ms):
             xq_r, sx_r = quant_rows(x)
             sx_r1 = sx_r.reshape(-1).contiguous()
 
-            def oct_dyn():
+            def oct_dyn(path=PATH_AUTO):
                 assert lib.oct_cuda_linear_fp8_dyn(ctx, m, n, k, x.data_ptr(), wq_r.data_ptr(),
                                                    SCALE_ROW, sw_r1.data_ptr(), 0.0, y.data_ptr(),
-                                                   PATH_AUTO, st) == 0
+                                                   path, st) == 0
 
             def oct_pre():
                 assert lib.oct_cuda_gemm_fp8(ctx, m, n, k, xq_r.data_ptr(), SCALE_ROW,
@@ -244,11 +245,13 @@ def flush_table(lib, ctx, shapes, ms):
             fns = dict(bf16=lambda: F.linear(x, w),
                        pt_tensor=lambda: torch._scaled_mm(xq_t, wq_t.t(), scale_a=sx_t, scale_b=sw_t,
                                                           out_dtype=torch.bfloat16),
-                       oct=oct_dyn, oct_pre=oct_pre)
+                       oct=oct_dyn, oct_pre=oct_pre, oct_wg=lambda: oct_dyn(PATH_WGMMA))
             r = dict(m=m, k=k, n=n)
             for name, fn in fns.items():
                 for clean in (False, True):
                     r[name + ("_clean" if clean else "_dirty")] = flush_us(fn, clean, cache)
+                if name.startswith("oct"):
+                    r["kernel_" + name] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
             out.append(r)
         del w, wq_r, wq_t
     del cache
@@ -484,9 +487,11 @@ def main():
                 lib.oct_cuda_ctx_set(ctx, b"gemv_evict_first", 1)
                 print(f"      variants m={m} {k}x{n}: old {r['v_old']:.1f} ef {r['v_ef']:.1f} "
                       f"fused {r['v_fused']:.1f} fused+ef {r['v_fused_ef']:.1f}", flush=True)
-            if m <= 16:  # A/B: the persistent streaming kernel (default) vs the plain one
+            if m <= 16:  # the streaming path (persistent kernel, the default; then plain)
+                r["oct_stream"] = bench(lambda: oct_dyn(PATH_GEMV))
+                r["kernel_stream"] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
                 lib.oct_cuda_ctx_set(ctx, b"gemv_persist", 0)
-                r["oct_plain"] = bench(lambda: oct_dyn(PATH_AUTO))
+                r["oct_plain"] = bench(lambda: oct_dyn(PATH_GEMV))
                 r["kernel_plain"] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
                 lib.oct_cuda_ctx_set(ctx, b"gemv_persist", 1)
             r["oct_lt"] = bench(lambda: oct_dyn(PATH_LT))
@@ -554,25 +559,32 @@ def main():
             print(f"| {r['m']} | {r['k']} | {r['row']:.1f} | {r['row_gbs']:.0f} | {r['row_off']:.1f} | "
                   f"{r['row_off_gbs']:.0f} | {r['grp']:.1f} | {r['grp_gbs']:.0f} | {r['grp_off']:.1f} | "
                   f"{r['grp_off_gbs']:.0f} |")
-    print("\n# streaming path, M <= 16: shipped auto path vs the same with the persistent kernel off")
-    print("| M | K→N | auto µs | kernel | plain streaming µs | kernel | plain/auto |")
-    print("|---:|---|---:|---|---:|---|---:|")
+    print("\n# M <= 16: the auto path, the streaming path (forced) and the same with the persistent "
+          "kernel off")
+    print("| M | K→N | auto µs | kernel | streaming µs | kernel | plain streaming µs | kernel | "
+          "streaming/auto | plain/streaming |")
+    print("|---:|---|---:|---|---:|---|---:|---|---:|---:|")
     for r in rows:
         if "oct_plain" in r:
             print(f"| {r['m']} | {r['k']}→{r['n']} | {r['oct']:.1f} | {r['kernel']} | "
-                  f"{r['oct_plain']:.1f} | {r['kernel_plain']} | {r['oct_plain'] / r['oct']:.2f} |")
+                  f"{r['oct_stream']:.1f} | {r['kernel_stream']} | {r['oct_plain']:.1f} | "
+                  f"{r['kernel_plain']} | {r['oct_stream'] / r['oct']:.2f} | "
+                  f"{r['oct_plain'] / r['oct_stream']:.2f} |")
     if flush_rows:
         print("\n# after do_bench's L2 flush (dirty: zeroing 256 MB) and a read-only one (clean); "
               "median of 30, µs; TB/s = FP8 weight bytes / octet dyn")
         print("| M | K→N | bf16 dirty | bf16 clean | pt fp8 tensor dirty | pt fp8 tensor clean | "
-              "octet dyn dirty | octet dyn clean | octet pre-quant dirty | octet pre-quant clean | "
+              "octet dyn dirty | octet dyn clean | kernel | octet wgmma dirty | octet wgmma clean | "
+              "kernel | octet pre-quant dirty | octet pre-quant clean | "
               "octet/bf16 dirty | octet/bf16 clean | TB/s dirty | TB/s clean |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         for r in flush_rows:
             tb = [r["n"] * r["k"] / (r["oct_" + f] * 1e-6) / 1e12 for f in ("dirty", "clean")]
             print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16_dirty']:.1f} | {r['bf16_clean']:.1f} | "
                   f"{r['pt_tensor_dirty']:.1f} | {r['pt_tensor_clean']:.1f} | {r['oct_dirty']:.1f} | "
-                  f"{r['oct_clean']:.1f} | {r['oct_pre_dirty']:.1f} | {r['oct_pre_clean']:.1f} | "
+                  f"{r['oct_clean']:.1f} | {r['kernel_oct']} | {r['oct_wg_dirty']:.1f} | "
+                  f"{r['oct_wg_clean']:.1f} | {r['kernel_oct_wg']} | "
+                  f"{r['oct_pre_dirty']:.1f} | {r['oct_pre_clean']:.1f} | "
                   f"{r['bf16_dirty'] / r['oct_dirty']:.2f} | {r['bf16_clean'] / r['oct_clean']:.2f} | "
                   f"{tb[0]:.2f} | {tb[1]:.2f} |")
     if graph_rows:

@@ -54,7 +54,7 @@ if [ "$MODE" = large ]; then
     fi
     stamp "python bench (M = ${MS:=32,64,128,256,512,1024,2048,4096,8192})"
     PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/bench_gemm_cuda.py --ms "$MS" \
-        --graph-ms "" --rep 30 --warmup 5 --no-tma --out "$OUT" >"$OUT/bench.log" 2>&1
+        --graph-ms "${GRAPH_MS:-}" --flush-ms "${FLUSH_MS:-1,16}" --rep 30 --warmup 5 --no-tma --out "$OUT" >"$OUT/bench.log" 2>&1
     echo "bench rc=$?" >>"$OUT/bench.log"
     grep -E "CHECK FAIL|# checks|rc=|Error|error" "$OUT/bench.log" | head -20
     sed -n '/^| M /,$p' "$OUT/bench.log" | head -80

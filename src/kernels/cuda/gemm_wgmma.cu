@@ -40,7 +40,7 @@ constexpr int kBK = 128;                    // K bytes per ring stage (one 128-b
 struct Params {
     int m, n, k, nkb;
     int tiles_m, tiles_n;
-    const float *sa, *sw;
+    const float *sa, *sw; // the rows' / columns' scales (swapped shapes: weights' / tokens')
     int sa_step, sw_step; // per-token / per-channel: 1; per-tensor: 0
     int64_t sa_rs, sa_ks; // block scales: sa[r * sa_rs + kb * sa_ks]
     uint16_t *y;
@@ -77,7 +77,7 @@ template <int NC, int BN, int S, int MINB, bool SN = false> struct Shape {
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-template <int NC, int BN, int S, bool BLK, int MINB, bool SN, bool SK>
+template <int NC, int BN, int S, bool BLK, int MINB, bool SN, bool SK, bool SW>
 __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
@@ -134,19 +134,28 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
                 int m0, n0, kb, kb1;
                 corner(u % ntiles, m0, n0);
                 k_range(u / ntiles, kb, kb1);
+                // The weight box (the B operand; swapped: the A operand) and the
+                // activation box of stage s, K step kb.
+                auto load_w = [&](int s, int kb) {
+                    oct_tma_load_2d(smem + s * T::STAGE + (SW ? 0 : T::A_BYTES),
+                                    SW ? &map_a : &map_w, &full[s], kb * kBK, SW ? m0 : n0);
+                };
+                auto load_x = [&](int s, int kb) {
+                    oct_tma_load_2d(smem + s * T::STAGE + (SW ? T::A_BYTES : 0),
+                                    SW ? &map_w : &map_a, &full[s], kb * kBK, SW ? n0 : m0);
+                };
                 if (u == (int)blockIdx.x) {
                     // First tile: its first S weight boxes before waiting for the
                     // quantizer (weights do not depend on the previous kernel).
                     const int pre = min(S, kb1 - kb);
                     for (int i = 0; i < pre; i++) {
                         oct_mbar_expect_tx(&full[i], T::STAGE);
-                        oct_tma_load_2d(smem + i * T::STAGE + T::A_BYTES, &map_w, &full[i],
-                                        (kb + i) * kBK, n0);
+                        load_w(i, kb + i);
                     }
                     if (p.pdl)
                         oct_pdl_wait();
                     for (int i = 0; i < pre; i++)
-                        oct_tma_load_2d(smem + i * T::STAGE, &map_a, &full[i], (kb + i) * kBK, m0);
+                        load_x(i, kb + i);
                     kb += pre;
                     q = pre;
                 }
@@ -154,9 +163,8 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
                     const int s = q % S;
                     oct_mbar_wait(&empty[s], ((q / S) & 1) ^ 1);
                     oct_mbar_expect_tx(&full[s], T::STAGE);
-                    oct_tma_load_2d(smem + s * T::STAGE + T::A_BYTES, &map_w, &full[s], kb * kBK,
-                                    n0);
-                    oct_tma_load_2d(smem + s * T::STAGE, &map_a, &full[s], kb * kBK, m0);
+                    load_w(s, kb);
+                    load_x(s, kb);
                 }
             }
         }
@@ -329,6 +337,35 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 
         // Stores predicated on the row and column bounds, no branches, so the
         // scale reads and multiplies of all columns can be scheduled together.
+        // (Swapped shapes: rows are weight channels, columns tokens, y is [cols][rows];
+        // then n is any count, so each column is checked.)
+        if constexpr (SW) {
+            const bool row0 = r0 < p.m, row1 = r1 < p.m;
+#pragma unroll
+            for (int j = 0; j < WN / 8; j++) {
+                const int c = c0 + 8 * j + 2 * (lane % 4);
+                float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
+                      v3 = acc[4 * j + 3];
+                if constexpr (SK) {
+                    if (ws) {
+                        const float4 v = sum_ranges(make_float4(v0, v1, v2, v3), ws, sp, j);
+                        v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
+                    }
+                }
+                // token scale x (channel scale x sum), the CPU epilogue's order
+                const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+                uint16_t *yc = p.y + (size_t)c * p.m;
+                if (row0 && c < p.n)
+                    yc[r0] = oct_f32_to_bf16_dev(w.x * (sa0 * v0));
+                if (row0 && c + 1 < p.n)
+                    yc[p.m + r0] = oct_f32_to_bf16_dev(w.y * (sa0 * v1));
+                if (row1 && c < p.n)
+                    yc[r1] = oct_f32_to_bf16_dev(w.x * (sa1 * v2));
+                if (row1 && c + 1 < p.n)
+                    yc[p.m + r1] = oct_f32_to_bf16_dev(w.y * (sa1 * v3));
+            }
+            continue;
+        }
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
         const bool row0 = r0 < p.m, row1 = r1 < p.m;
 #pragma unroll
@@ -364,12 +401,13 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const Params &, unsigned,
                                  bool, cudaStream_t);
 
-template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false, bool SK = false>
+template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false, bool SK = false,
+          bool SW = false>
 cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
                    bool pdl, cudaStream_t st)
 {
     using T = Shape<NC, BN, S, MINB, SN>;
-    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN, SK>;
+    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN, SK, SW>;
     // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
     // register pool ptxas gave the kernel covers the redistribution.
     static std::atomic<unsigned> ready{0}, refused{0};
@@ -406,6 +444,7 @@ struct Config {
     int persistent; // > 0: that many CTAs per SM, each walking tiles t, t + grid, ...
                     // (0: one CTA per tile)
     int splits;     // > 1: split-K, the K steps of each tile in that many ranges
+    bool swap;      // bm weight channels x bn tokens per tile (the A operand is the weights)
 };
 
 // Tile shapes (BM x BN, ring stages, CTAs per SM); "_p": the same kernel as a
@@ -454,6 +493,22 @@ const Config kConfigs[] = {
     {"wgmma_block_64x128_2wg_k2", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 2},
     {"wgmma_block_64x128_2wg_k4", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 4},
     {"wgmma_block_128x128_k2", 128, 128, true, launch<2, 128, 5, true, 1, false, true>, 0, 2},
+    {"wgmma_sw_128x8", 128, 8, false, launch<2, 8, 12, false, 1, false, false, true>, 0, 1, true},
+    {"wgmma_sw_128x16", 128, 16, false, launch<2, 16, 12, false, 1, false, false, true>, 0, 1,
+     true},
+    {"wgmma_sw_128x32", 128, 32, false, launch<2, 32, 10, false, 1, false, false, true>, 0, 1,
+     true},
+    {"wgmma_sw_128x64", 128, 64, false, launch<2, 64, 8, false, 1, false, false, true>, 0, 1, true},
+    {"wgmma_sw_128x8_k2", 128, 8, false, launch<2, 8, 12, false, 1, false, true, true>, 0, 2, true},
+    {"wgmma_sw_128x8_k4", 128, 8, false, launch<2, 8, 12, false, 1, false, true, true>, 0, 4, true},
+    {"wgmma_sw_128x16_k2", 128, 16, false, launch<2, 16, 12, false, 1, false, true, true>, 0, 2,
+     true},
+    {"wgmma_sw_128x16_k4", 128, 16, false, launch<2, 16, 12, false, 1, false, true, true>, 0, 4,
+     true},
+    {"wgmma_sw_128x32_k2", 128, 32, false, launch<2, 32, 10, false, 1, false, true, true>, 0, 2,
+     true},
+    {"wgmma_sw_128x32_k4", 128, 32, false, launch<2, 32, 10, false, 1, false, true, true>, 0, 4,
+     true},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
@@ -504,12 +559,19 @@ int splits_of(const Config &c, int64_t k)
     return c.splits > 1 ? (int)(nk < c.splits ? nk : c.splits) : 1;
 }
 
+// Output tiles of y [m, n] (swapped shapes: bm runs over n, bn over m).
+int64_t tiles_of(const Config &c, int64_t m, int64_t n)
+{
+    const int64_t rows = c.swap ? n : m, cols = c.swap ? m : n;
+    return ((rows + c.bm - 1) / c.bm) * ((cols + c.bn - 1) / c.bn);
+}
+
 // Split-K: the partial tiles' bytes and the tile counters (0, 0: not split).
 void workspace_of(const Config &c, int64_t m, int64_t n, int64_t k, size_t *ws_bytes,
                   size_t *counters)
 {
     const int sp = splits_of(c, k);
-    const int64_t tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+    const int64_t tiles = tiles_of(c, m, n);
     const bool split = sp > 1 && m > 0;
     *ws_bytes = split ? (size_t)tiles * sp * c.bm * c.bn * sizeof(float) : 0;
     *counters = split ? (size_t)tiles : 0;
@@ -540,14 +602,15 @@ bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n, int64
     if (cfg < 0 || cfg >= kNumConfigs || kConfigs[cfg].blk != block)
         return false;
     const Config &c = kConfigs[cfg];
-    // A 128-row tile is wasted below 65 rows.
-    if (c.bm == 128 && m <= 64)
+    // A 128-row tile is wasted below 65 rows; a swapped shape is for
+    // bn / 2 < m <= bn tokens (any m <= 8 for bn = 8).
+    if (c.swap ? m > c.bn || (c.bn > 8 && 2 * m <= c.bn) : c.bm == 128 && m <= 64)
         return false;
     if (c.splits <= 1)
         return true;
     // Split-K is for too few tiles to fill the SMs: at most two waves of ranges of
     // at least 4 K steps each, and a workspace of at most 64 MiB.
-    const int64_t tiles = ((m + c.bm - 1) / c.bm) * ((n + c.bn - 1) / c.bn);
+    const int64_t tiles = tiles_of(c, m, n);
     const int64_t nsm = sm_count();
     size_t ws = 0, cnt = 0;
     workspace_of(c, m, n, k, &ws, &cnt);
@@ -573,20 +636,26 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
     if (g->m == 0)
         return OCT_OK;
     const Config &c = kConfigs[cfg];
+    // The kernel's rows (the A operand, bm per tile) and columns (B, bn per tile):
+    // tokens and weight channels, or swapped, weight channels and tokens.
+    const bool sw = c.swap;
+    const int64_t rows = sw ? g->n : g->m, cols = sw ? g->m : g->n;
     CUtensorMap ma, mw;
-    if (!make_map(&ma, g->a, g->m, g->k, c.bm) || !make_map(&mw, g->w, g->n, g->k, c.bn))
+    if (!make_map(&ma, sw ? g->w : g->a, rows, g->k, c.bm) ||
+        !make_map(&mw, sw ? g->a : g->w, cols, g->k, c.bn))
         return OCT_ERR_UNSUPPORTED;
     Params p;
-    p.m = (int)g->m;
-    p.n = (int)g->n;
+    p.m = (int)rows;
+    p.n = (int)cols;
     p.k = (int)g->k;
     p.nkb = (int)(g->k / kBK);
-    p.tiles_m = (int)((g->m + c.bm - 1) / c.bm);
-    p.tiles_n = (int)((g->n + c.bn - 1) / c.bn);
-    p.sa = g->sa;
-    p.sw = g->sw;
-    p.sa_step = g->ka == OCT_SCALE_ROW;
-    p.sw_step = g->kw == OCT_SCALE_ROW;
+    p.tiles_m = (int)((rows + c.bm - 1) / c.bm);
+    p.tiles_n = (int)((cols + c.bn - 1) / c.bn);
+    // sa / sw: the row / column scales (swapped: the weights' / the tokens')
+    p.sa = sw ? g->sw : g->sa;
+    p.sw = sw ? g->sa : g->sw;
+    p.sa_step = (sw ? g->kw : g->ka) == OCT_SCALE_ROW;
+    p.sw_step = (sw ? g->ka : g->kw) == OCT_SCALE_ROW;
     p.sa_rs = g->sa_rs;
     p.sa_ks = g->sa_ks;
     p.y = g->y;

@@ -186,6 +186,29 @@ template <int R> __device__ __forceinline__ void oct_setmaxnreg_dec(void)
  * d[4j + c] of thread (warp w, lane l) of the warpgroup holds row 16w + l/4
  * (+8 for c >= 2), column 8j + 2(l%4) + c%2.  The operand lists are spelled out:
  * inline PTX takes no register arrays. */
+__device__ __forceinline__ void oct_wgmma_e4m3_n8(float (&d)[4], uint64_t da, uint64_t db, int acc)
+{
+#ifdef OCT_HAS_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+                 "{%0,%1,%2,%3}, %4, %5, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(da), "l"(db), "r"(acc));
+#endif
+}
+
+__device__ __forceinline__ void oct_wgmma_e4m3_n16(float (&d)[8], uint64_t da, uint64_t db, int acc)
+{
+#ifdef OCT_HAS_WGMMA
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7])
+                 : "l"(da), "l"(db), "r"(acc));
+#endif
+}
+
 __device__ __forceinline__ void oct_wgmma_e4m3_n32(float (&d)[16], uint64_t da, uint64_t db,
                                                    int acc)
 {
@@ -316,11 +339,15 @@ __device__ __forceinline__ void oct_wgmma_e4m3_n256(float (&d)[128], uint64_t da
 #endif
 }
 
-/* The same, by tile width N (32, 64, 128, 224 or 256). */
+/* The same, by tile width N (8, 16, 32, 64, 128, 224 or 256). */
 template <int N>
 __device__ __forceinline__ void oct_wgmma_e4m3(float (&d)[N / 2], uint64_t da, uint64_t db, int acc)
 {
-    if constexpr (N == 32)
+    if constexpr (N == 8)
+        oct_wgmma_e4m3_n8(d, da, db, acc);
+    else if constexpr (N == 16)
+        oct_wgmma_e4m3_n16(d, da, db, acc);
+    else if constexpr (N == 32)
         oct_wgmma_e4m3_n32(d, da, db, acc);
     else if constexpr (N == 64)
         oct_wgmma_e4m3_n64(d, da, db, acc);

@@ -31,8 +31,9 @@ struct oct_mm_choice {
     int dev;
     int64_t m, n, k; // m: the power-of-two bucket
     int ka, kw;
-    int wg_ok, lt_ok, gemv_ok; // which candidates were allowed
-    int cfg;    // >= 0: wgmma config; -1: cuBLASLt; -3: the streaming kernel; -2: none runs
+    int wg_ok, lt_ok, gemv_ok, stream_ok; // which candidates were allowed
+    int cfg;    // >= 0: wgmma config; -1: cuBLASLt; -3: the streaming kernel; -4: the small-M
+                // streaming path with its own quantization (stream_ok); -2: none runs
     int wg_cfg; // the fastest wgmma config (-1: none), for M where cuBLASLt has no kernel
     oct_mm_choice *next;
 };
@@ -190,7 +191,7 @@ extern "C" const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *c)
 // than the L2), and a warm-L2 timing ranks the tile shapes differently (first
 // H200 run: 64x128 tiles "won" at 4096->6144 M = 128 and took 25.2 us under
 // do_bench's flush, against cuBLASLt's 22.4).
-enum { kMaxCandidates = 24 }; // tile shapes + cuBLASLt + the streaming kernel
+enum { kMaxCandidates = 40 }; // tile shapes + cuBLASLt + the streaming kernel
 
 template <class F>
 static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStream_t st)
@@ -319,17 +320,21 @@ static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t 
 // cuBLASLt ahead under sustained load (14336->4096 M = 8192: 905 vs 972 us).  A
 // choice that cannot run a later call of its bucket (cuBLASLt's block kernels
 // need M % 4 == 0; an unaligned operand) falls back to the other candidates.
-template <class Q>
+template <class Q, class S>
 static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path, bool pdl,
-                             bool lt_ok, cudaStream_t st, Q quant)
+                             bool lt_ok, cudaStream_t st, Q quant, bool stream_ok, S stream)
 {
     const bool block = g->ka == OCT_SCALE_BLOCK128;
     const int wg_ok = path == OCT_CUDA_PATH_WGMMA || (path != OCT_CUDA_PATH_LT && c->wgmma);
     lt_ok = lt_ok && path != OCT_CUDA_PATH_WGMMA;
-    const int gemv_ok = path == OCT_CUDA_PATH_AUTO && g->m <= 64 && g->k % 128 == 0 &&
+    const int gemv_ok = !stream_ok && path == OCT_CUDA_PATH_AUTO && g->m <= 64 && g->k % 128 == 0 &&
                         g->ka == g->kw && (g->ka == OCT_SCALE_ROW || g->ka == OCT_SCALE_BLOCK128);
-    if (wg_ok && c->wgmma_cfg > 0)
-        return run_wgmma(c, g, c->wgmma_cfg - 1, pdl, st);
+    // stream_ok: a and sa are not filled yet; every other candidate runs quant() first.
+    auto prep = [&] { return stream_ok ? quant() : OCT_OK; };
+    if (wg_ok && c->wgmma_cfg > 0) {
+        const oct_status s = prep();
+        return s != OCT_OK ? s : run_wgmma(c, g, c->wgmma_cfg - 1, pdl, st);
+    }
     if (gemv_ok && c->large_gemv)
         return run_gemv(c, g, pdl, st);
     // One measurement per power-of-two bucket of M (M changes every step under
@@ -341,9 +346,10 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
     if (cudaGetDevice(&dev) != cudaSuccess)
         return OCT_ERR_INTERNAL;
     oct_mm_choice *ch = c->choices;
-    while (ch && !(ch->dev == dev && ch->m == mb && ch->n == g->n && ch->k == g->k &&
-                   ch->ka == g->ka && ch->kw == g->kw && ch->wg_ok == wg_ok &&
-                   ch->lt_ok == (int)lt_ok && ch->gemv_ok == gemv_ok))
+    while (ch &&
+           !(ch->dev == dev && ch->m == mb && ch->n == g->n && ch->k == g->k && ch->ka == g->ka &&
+             ch->kw == g->kw && ch->wg_ok == wg_ok && ch->lt_ok == (int)lt_ok &&
+             ch->gemv_ok == gemv_ok && ch->stream_ok == (int)stream_ok))
         ch = ch->next;
     int cfg = ch ? ch->cfg : -2, wg_cfg = ch ? ch->wg_cfg : -1;
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -352,23 +358,28 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         for (int i = 0; wg_ok && wg_cfg < 0 && i < oct_cuda_wgmma_num_configs(); i++)
             if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n, g->k))
                 wg_cfg = i;
-        cfg = lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
+        cfg = stream_ok ? -4 : lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
     } else if (!ch) {
         // Time each allowed candidate with its quantizer in front (1e30: it
         // failed): the wgmma tile shapes that fit (ids >= 0), cuBLASLt (-1), the
-        // streaming kernel (-3).
+        // streaming kernel (-3), the small-M streaming path (-4, its own
+        // quantization).
         int ids[kMaxCandidates], n = 0;
-        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs() && n < kMaxCandidates - 2; i++)
+        for (int i = 0; wg_ok && i < oct_cuda_wgmma_num_configs() && n < kMaxCandidates - 3; i++)
             if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n, g->k))
                 ids[n++] = i;
         if (lt_ok)
             ids[n++] = -1;
         if (gemv_ok)
             ids[n++] = -3;
+        if (stream_ok)
+            ids[n++] = -4;
         float med[kMaxCandidates];
         time_round_robin(
             c, n,
             [&](int i) {
+                if (ids[i] == -4)
+                    return stream();
                 const oct_status s = quant();
                 if (s != OCT_OK)
                     return s;
@@ -378,12 +389,14 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
             },
             med, st);
         const float kFailed = 1e29f;
-        float best = kFailed, t_lt = 1e30f, t_gemv = 1e30f;
+        float best = kFailed, t_lt = 1e30f, t_gemv = 1e30f, t_stream = 1e30f;
         for (int i = 0; i < n; i++) {
             if (ids[i] == -1)
                 t_lt = med[i];
             else if (ids[i] == -3)
                 t_gemv = med[i];
+            else if (ids[i] == -4)
+                t_stream = med[i];
             else if (med[i] < best) {
                 best = med[i];
                 cfg = wg_cfg = ids[i];
@@ -395,6 +408,10 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         }
         if (t_gemv < best)
             cfg = -3;
+        // The streaming path keeps its shape unless another beats it by 3% (as
+        // cuBLASLt above): it needs no workspace and no tuning-time guess.
+        if (t_stream < kFailed && t_stream < best * 1.03f)
+            cfg = -4;
         // The flush buffer (2 x L2) is only for measuring: give it back.
         cudaFree(c->l2_flush);
         c->l2_flush = NULL;
@@ -404,12 +421,17 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         ch = (oct_mm_choice *)calloc(1, sizeof *ch);
         if (!ch)
             return OCT_ERR_NOMEM;
-        *ch = oct_mm_choice{dev,   mb,    g->n,    g->k, g->ka,  g->kw,
-                            wg_ok, lt_ok, gemv_ok, cfg,  wg_cfg, c->choices};
+        *ch = oct_mm_choice{dev,   mb,      g->n,      g->k, g->ka,  g->kw,     wg_ok,
+                            lt_ok, gemv_ok, stream_ok, cfg,  wg_cfg, c->choices};
         c->choices = ch;
     }
     // The choice, then the other allowed candidates if it cannot run this call.
-    oct_status s = OCT_ERR_UNSUPPORTED;
+    if (cfg == -4)
+        return stream();
+    oct_status s = prep();
+    if (s != OCT_OK)
+        return s;
+    s = OCT_ERR_UNSUPPORTED;
     if (cfg >= 0)
         s = run_wgmma(c, g, cfg, pdl, st);
     else if (cfg == -3)
@@ -422,12 +444,19 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         s = run_wgmma(c, g, wg_cfg, pdl, st);
     if (s == OCT_ERR_UNSUPPORTED && gemv_ok && cfg != -3)
         s = run_gemv(c, g, pdl, st);
+    if (s == OCT_ERR_UNSUPPORTED && stream_ok)
+        s = stream();
     return s;
 }
 
 static oct_status no_quant(void)
 {
     return OCT_OK;
+}
+
+static oct_status no_stream(void)
+{
+    return OCT_ERR_UNSUPPORTED;
 }
 
 static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t k, int path, oct_scale_kind kind)
@@ -438,6 +467,39 @@ static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t k, int path, oct_
         return false;
     const int64_t max_m = kind == OCT_SCALE_BLOCK128 ? c->gemv_max_m_block : c->gemv_max_m;
     return k % 128 == 0 && m <= max_m;
+}
+
+// The per-token streaming path (m <= gemv_max_m): the fused-quantization kernel
+// where it applies, else the quantizer then the persistent (or plain) streaming
+// kernel.
+static oct_status stream_rows(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k, const void *x,
+                              const uint8_t *w, const float *sw, float ub, uint16_t *yo,
+                              void *stream)
+{
+    cudaStream_t st = oct_cuda_stream(stream);
+    oct_status s;
+    if (m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
+        !oct_cuda_gemv_use_tma) {
+        s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo, c->gemv_fused_any_grid != 0,
+                                            st);
+        if (s != OCT_ERR_UNSUPPORTED) {
+            snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
+            return s;
+        }
+    }
+    s = oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
+    if (s != OCT_OK)
+        return s;
+    if (c->gemv_persist && !oct_cuda_gemv_use_tma) {
+        s = oct_cuda_gemv_w8a8_persist_launch(m, n, k, c->q, c->s, w, sw, yo,
+                                              c->gemv_fused_any_grid != 0, st);
+        if (s != OCT_ERR_UNSUPPORTED) {
+            snprintf(c->last_kernel, sizeof c->last_kernel, "quant_rows+gemv_w8a8_row_persistent");
+            return s;
+        }
+    }
+    snprintf(c->last_kernel, sizeof c->last_kernel, "quant_rows+gemv_w8a8_row");
+    return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true, st);
 }
 
 extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
@@ -459,37 +521,25 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     uint16_t *yo = static_cast<uint16_t *>(y);
     const bool gemv = use_gemv(c, m, k, path, kind);
     if (kind == OCT_SCALE_ROW) {
-        if (gemv && m <= c->gemv_fused_max_m && (m == 1 || m * k <= c->gemv_fused_max_mk) &&
-            !oct_cuda_gemv_use_tma) {
-            s = oct_cuda_gemv_w8a8_fused_launch(m, n, k, x, ub, w, sw, yo,
-                                                c->gemv_fused_any_grid != 0, st);
-            if (s != OCT_ERR_UNSUPPORTED) {
-                snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_fusedquant");
-                return s;
-            }
+        auto quant = [&] { return oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream); };
+        if (gemv) {
+            auto streamf = [&] { return stream_rows(c, m, n, k, x, w, sw, ub, yo, stream); };
+            // Auto: the streaming path against octet's Hopper GEMM (its swapped
+            // shapes stream the weights through the copy engine) and cuBLASLt,
+            // measured per shape like the larger M.
+            if (path != OCT_CUDA_PATH_AUTO || !c->wgmma || oct_cuda_gemv_use_tma ||
+                !oct_cuda_device_is_sm90())
+                return streamf();
+            const oct_wgmma_args g = {m,    n,  k, c->q, w, OCT_SCALE_ROW, OCT_SCALE_ROW,
+                                      c->s, sw, 0, 0,    yo};
+            return large_gemm(c, &g, path, true, true, st, quant, true, streamf);
         }
-        s = oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
+        s = quant();
         if (s != OCT_OK)
             return s;
-        if (gemv && c->gemv_persist && !oct_cuda_gemv_use_tma) {
-            s = oct_cuda_gemv_w8a8_persist_launch(m, n, k, c->q, c->s, w, sw, yo,
-                                                  c->gemv_fused_any_grid != 0, st);
-            if (s != OCT_ERR_UNSUPPORTED) {
-                snprintf(c->last_kernel, sizeof c->last_kernel,
-                         "quant_rows+gemv_w8a8_row_persistent");
-                return s;
-            }
-        }
-        if (gemv) {
-            snprintf(c->last_kernel, sizeof c->last_kernel, "quant_rows+gemv_w8a8_row");
-            return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_ROW, yo, true,
-                                             st);
-        }
         const oct_wgmma_args g = {m,    n,  k, c->q, w, OCT_SCALE_ROW, OCT_SCALE_ROW,
                                   c->s, sw, 0, 0,    yo};
-        return large_gemm(c, &g, path, true, true, st, [&] {
-            return oct_cuda_quant_rows_bf16(x, m, k, ub, c->q, c->s, stream);
-        });
+        return large_gemm(c, &g, path, true, true, st, quant, false, no_stream);
     }
     const bool mn = !gemv && c->lt_block_mn_major;
     s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
@@ -504,9 +554,12 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
     const oct_wgmma_args g = {
         m,          n, k, c->q, w, OCT_SCALE_BLOCK128, OCT_SCALE_BLOCK128, c->s, sw, mn ? 1 : nkb,
         mn ? m : 1, yo};
-    s = large_gemm(c, &g, path, true, mn, st, [&] {
-        return oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
-    });
+    s = large_gemm(
+        c, &g, path, true, mn, st,
+        [&] {
+            return oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
+        },
+        false, no_stream);
     if (s == OCT_ERR_UNSUPPORTED && path == OCT_CUDA_PATH_AUTO && k % 128 == 0) {
         // Nothing measured runs here (cuBLASLt has no block kernel for M % 4 != 0,
         // and there is no Hopper GEMM off sm_90): the streaming kernel, 64 tokens
@@ -561,7 +614,12 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         sa = c->s;
         ka = OCT_SCALE_ROW;
     }
-    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && use_gemv(c, m, k, path, ka)) {
+    // (per-token scales on the auto path: the streaming kernel is one candidate of
+    // large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn)
+    const bool measured = path == OCT_CUDA_PATH_AUTO && ka == OCT_SCALE_ROW && kw == ka &&
+                          c->wgmma && oct_cuda_device_is_sm90();
+    if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && !measured &&
+        use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
@@ -574,7 +632,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         // Our GEMM reads the [m][k/128] scales as they are; cuBLASLt needs them
         // transposed, so it runs only when ours cannot.
         if (path != OCT_CUDA_PATH_LT) {
-            oct_status s = large_gemm(c, &g, path, false, false, st, no_quant);
+            oct_status s = large_gemm(c, &g, path, false, false, st, no_quant, false, no_stream);
             if (s != OCT_ERR_UNSUPPORTED || path == OCT_CUDA_PATH_WGMMA)
                 return s;
         }
@@ -594,5 +652,5 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         return oct_cuda_gemv_w8a8_launch_strided(m, n, k, a, sa, nkb, 1, w, sw, OCT_SCALE_BLOCK128,
                                                  yo, false, st);
     }
-    return large_gemm(c, &g, path, false, true, st, no_quant);
+    return large_gemm(c, &g, path, false, true, st, no_quant, false, no_stream);
 }
