@@ -187,6 +187,9 @@ def graph_table(lib, ctx, shapes, ms):
                 xq_t, wi.t(), scale_a=sx_t, scale_b=sw_t, out_dtype=torch.bfloat16) for wi in w8t])
             r["oct"] = safe([oct_call(wi) for wi in w8])
             r["kernel"] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+            lib.oct_cuda_ctx_set(ctx, b"quant_pdl", 0)  # A/B: the quantizer a plain launch
+            r["oct_nopdl"] = safe([oct_call(wi) for wi in w8])
+            lib.oct_cuda_ctx_set(ctx, b"quant_pdl", 1)
             out.append(r)
             print(f"graph {m:5d} {k:5d}x{n:<5d} bf16 {r['bf16']:7.1f} pt_t {r['pt_tensor']:7.1f} "
                   f"oct {r['oct']:7.1f} x{r['bf16'] / r['oct']:.2f} [{r['kernel']}]", flush=True)
@@ -591,12 +594,13 @@ def main():
         print("\n# under CUDA graphs (per call: one graph of calls over rotated weight copies, "
               "median of 20 replays)")
         print("| M | K→N | bf16 µs | pt fp8 tensor µs | octet dyn µs | kernel | octet/bf16 | "
-              "octet/pt tensor |")
-        print("|---:|---|---:|---:|---:|---|---:|---:|")
+              "octet/pt tensor | quantizer not PDL µs | not PDL/octet |")
+        print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
         for r in graph_rows:
             print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16']:.1f} | {r['pt_tensor']:.1f} | "
                   f"{r['oct']:.1f} | {r['kernel']} | {r['bf16'] / r['oct']:.2f} | "
-                  f"{r['pt_tensor'] / r['oct']:.2f} |")
+                  f"{r['pt_tensor'] / r['oct']:.2f} | {r['oct_nopdl']:.1f} | "
+                  f"{r['oct_nopdl'] / r['oct']:.2f} |")
     return 1 if failures else 0
 
 

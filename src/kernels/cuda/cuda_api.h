@@ -99,8 +99,10 @@ void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
 /* Allocates the activation scratch for calls up to m x k now (a call that needs
  * more grows it with cudaMalloc, which a CUDA graph capture forbids). */
 oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k);
-/* Tuning knobs: "gemv_max_m" (auto path uses the streaming kernel up to this M;
- * also the OCTET_CUDA_GEMV_MAX_M environment variable; "gemv_max_m_block" for
+/* Tuning knobs: "gemv_max_m" (auto path: the streaming kernel up to this M, with
+ * per-token scales on an sm_90 device as one candidate of a per-shape measured
+ * choice against octet's Hopper GEMM and cuBLASLt; also the
+ * OCTET_CUDA_GEMV_MAX_M environment variable; "gemv_max_m_block" for
  * 1x128 / 128x128 block scales), "gemv_fused_max_m" /
  * "gemv_fused_max_mk" (per-token streaming path: quantization fused into one
  * persistent kernel up to this M and m*k; OCTET_CUDA_GEMV_FUSED_MAX_M),
@@ -112,7 +114,10 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also
  * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: always its tile shape wgmma_cfg - 1;
  * tests), "large_gemv" (1: the streaming kernel wherever the measured choice may
- * take it, up to 64 tokens; tests). */
+ * take it, up to 64 tokens; tests), "quant_bulk" (0: the activation quantizers
+ * never use the sm_90 bulk-copy kernel; 2: always where it can run),
+ * "quant_pdl" (0: the quantizers are plain launches, not programmatic dependent
+ * ones; the last two are process-wide). */
 oct_status oct_cuda_ctx_set(oct_cuda_ctx *ctx, const char *key, int64_t value);
 /* Name of the kernel(s) the last call used, for logs ("quant_rows+gemv_w8a8_row"). */
 const char *oct_cuda_ctx_last_kernel(const oct_cuda_ctx *ctx);

@@ -361,6 +361,9 @@ extern int oct_cuda_gemv_max_ctas;
  * 1x128 quantizers off the sm_90 bulk-copy kernel (quant.cu), 2 takes it for
  * every size it can run (1: the measured sizes). */
 extern int oct_cuda_quant_bulk;
+/* Knob (process-wide, ctx key "quant_pdl"): 0 launches the activation quantizers
+ * without programmatic stream serialization (1: with it, the default). */
+extern int oct_cuda_quant_pdl;
 
 /* octet's Hopper FP8 GEMM (gemm_wgmma.cu, sm_90a): y [m,n] bf16 = a [m,k] x
  * w [n,k]^T with TENSOR / ROW activation x TENSOR / ROW weight scales, or

@@ -93,6 +93,9 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
     uint64_t *empty = full + S;
 
+    // The next layer's quantizer (programmatic dependent launch) may be scheduled
+    // once every CTA has started; it waits for our end before reading anything.
+    oct_pdl_launch_dependents();
     const int wg = threadIdx.x / 128;
     const int ntiles = p.tiles_m * p.tiles_n;
     const int nk = p.k / kBK;

@@ -60,6 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     constexpr int U = MT == 1 ? 4 : MT <= 4 ? 2 : 1;
     __shared__ float red[kWarps][MT * 4][32];
 
+    oct_pdl_launch_dependents(); // (see gemv_fp8_fused.cu)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int n0 = blockIdx.x * kRows;

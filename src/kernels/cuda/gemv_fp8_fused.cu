@@ -72,6 +72,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     __shared__ unsigned amax_u[MT * 8];
     __shared__ float s_tok[MT * 8], r_tok[MT * 8]; // scales and their reciprocals
 
+    // The next layer's quantizer (programmatic dependent launch) may be scheduled
+    // once every block has started; it waits for our end before reading anything.
+    oct_pdl_launch_dependents();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, t = lane & 3;
     const int cw = k >> 10; // chunks per warp per tile

@@ -157,6 +157,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
     else if (!strcmp(key, "quant_bulk"))
         oct_cuda_quant_bulk = value == 2 ? 2 : value != 0;
+    else if (!strcmp(key, "quant_pdl"))
+        oct_cuda_quant_pdl = value != 0;
     else if (!strcmp(key, "large_gemv"))
         c->large_gemv = value != 0;
     else if (!strcmp(key, "gemv_persist"))

@@ -7,6 +7,8 @@
 
 int oct_cuda_quant_bulk = 1;
 
+int oct_cuda_quant_pdl = 1;
+
 namespace
 {
 
@@ -43,7 +45,10 @@ __global__ void __launch_bounds__(kTokThreads)
 {
     // The GEMM launched after this one (programmatic dependent launch) may start
     // fetching its weights now; it waits for our results before reading them.
+    // We wait for the kernel before us (x may be its output; launched with
+    // programmatic serialization, this block may be running before it ends).
     oct_pdl_launch_dependents();
+    oct_pdl_wait();
     const int64_t row = blockIdx.x;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * k);
     uint2 *qr = reinterpret_cast<uint2 *>(q + row * k);
@@ -88,6 +93,7 @@ __global__ void __launch_bounds__(kTokThreads)
                           uint8_t *__restrict__ q, float *__restrict__ scale)
 {
     oct_pdl_launch_dependents();
+    oct_pdl_wait();
     const int64_t row = blockIdx.y;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * k);
     const int nv = (int)(k >> 3);
@@ -121,6 +127,7 @@ __global__ void __launch_bounds__(kTokThreads)
 {
 #ifdef OCT_HAS_SM90
     oct_pdl_launch_dependents();
+    oct_pdl_wait();
     extern __shared__ __align__(16) uint4 row_s[];
     __shared__ uint64_t bar;
     const int64_t row = blockIdx.x;
@@ -167,6 +174,20 @@ __global__ void __launch_bounds__(kTokThreads)
 #endif
 }
 
+// The activation quantizers are launched with programmatic stream serialization:
+// after one of octet's GEMMs (which lets its dependents go when its blocks start)
+// their blocks are resident before it ends and start the moment it does.
+template <class... P, class... A>
+cudaError_t launch_pdl(void (*kern)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t st,
+                       A... args)
+{
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg =
+        oct_cuda_launch_config(1, block, smem, st, oct_cuda_quant_pdl != 0, &attr);
+    cfg.gridDim = grid;
+    return cudaLaunchKernelEx(&cfg, kern, args...);
+}
+
 // Launches quant_rows_bf16_bulk<GROUPS> if it applies and the launch is accepted
 // (else returns false: the caller uses the other kernels): the sizes above, rows
 // up to kBulkMaxRowBytes, about 8 uint4 per thread (64..256 threads).  The knob oct_cuda_quant_bulk
@@ -183,11 +204,13 @@ bool launch_bulk(const void *x, int64_t m, int64_t k, float ub, void *q, float *
         return false;
     const int64_t t = (k / 8 / 8 + 31) / 32 * 32;
     const unsigned threads = (unsigned)(t < 64 ? 64 : t > kTokThreads ? kTokThreads : t);
-    quant_rows_bf16_bulk<GROUPS><<<(unsigned)m, threads, (size_t)k * 2, st>>>(
-        static_cast<const uint16_t *>(x), k, ub, static_cast<uint8_t *>(q), scale, rs, ks);
+    const cudaError_t e = launch_pdl(quant_rows_bf16_bulk<GROUPS>, dim3((unsigned)m), threads,
+                                     (size_t)k * 2, st, static_cast<const uint16_t *>(x), k, ub,
+                                     static_cast<uint8_t *>(q), scale, rs, ks);
     // A refused launch (a resource limit) falls back to the other kernels, its error
     // cleared here.
-    return cudaGetLastError() == cudaSuccess;
+    cudaGetLastError();
+    return e == cudaSuccess;
 }
 
 // Any k, any alignment: scalar two-pass version.
@@ -196,6 +219,7 @@ __global__ void __launch_bounds__(kTokThreads)
                         uint8_t *__restrict__ q, float *__restrict__ scale)
 {
     oct_pdl_launch_dependents();
+    oct_pdl_wait();
     const int64_t row = blockIdx.x;
     const uint16_t *xr = x + row * k;
     float a = 0.0f;
@@ -219,6 +243,7 @@ __global__ void __launch_bounds__(256)
                           int64_t ks)
 {
     oct_pdl_launch_dependents();
+    oct_pdl_wait();
     const int64_t ng = (k + 127) / 128;
     const int64_t g = (int64_t)blockIdx.x * 16 + (threadIdx.x >> 4);
     const int sub = threadIdx.x & 15;
@@ -263,13 +288,13 @@ extern "C" oct_status oct_cuda_quant_rows_bf16(const void *x, int64_t m, int64_t
     if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0 && slices > 1 && m < 128)
         // fewer rows than SMs: split rows over blocks (a row per block would
         // leave most SMs idle and run K/256 divisions per thread)
-        quant_rows_bf16_split<<<dim3((unsigned)slices, (unsigned)m), kTokThreads, 0, st>>>(
-            xs, k, ub, qs, scale);
-    else if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0)
-        quant_rows_bf16_vec<<<(unsigned)m, kTokThreads, 0, st>>>(xs, k, ub, qs, scale);
-    else
-        quant_rows_bf16_any<<<(unsigned)m, kTokThreads, 0, st>>>(xs, k, ub, qs, scale);
-    return oct_cuda_check(cudaGetLastError());
+        return oct_cuda_check(launch_pdl(quant_rows_bf16_split, dim3((unsigned)slices, (unsigned)m),
+                                         kTokThreads, 0, st, xs, k, ub, qs, scale));
+    if (k % 8 == 0 && aligned16(x) && ((uintptr_t)q & 7u) == 0)
+        return oct_cuda_check(launch_pdl(quant_rows_bf16_vec, dim3((unsigned)m), kTokThreads, 0, st,
+                                         xs, k, ub, qs, scale));
+    return oct_cuda_check(launch_pdl(quant_rows_bf16_any, dim3((unsigned)m), kTokThreads, 0, st, xs,
+                                     k, ub, qs, scale));
 }
 
 oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, void *q, float *scale,
@@ -287,9 +312,9 @@ oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, vo
     const int64_t blocks = (groups + 15) / 16;
     if (blocks > INT32_MAX)
         return OCT_ERR_INVALID_ARG;
-    quant_groups_bf16_vec<<<(unsigned)blocks, 256, 0, st>>>(
-        static_cast<const uint16_t *>(x), m, k, static_cast<uint8_t *>(q), scale, rs, ks);
-    return oct_cuda_check(cudaGetLastError());
+    return oct_cuda_check(launch_pdl(quant_groups_bf16_vec, dim3((unsigned)blocks), 256, 0, st,
+                                     static_cast<const uint16_t *>(x), m, k,
+                                     static_cast<uint8_t *>(q), scale, rs, ks));
 }
 
 extern "C" oct_status oct_cuda_quant_groups_bf16(const void *x, int64_t m, int64_t k, void *q,
