@@ -58,8 +58,19 @@ struct Params {
 // registers to them (setmaxnreg, REG_DEC / REG_INC per thread).  The pool is what
 // the launch allocated, ptxas's count x 384 threads, so the launcher checks that
 // count (decrease + 2 x increase <= 3 x count) before using such a shape.
-template <int NC, int BN, int S, int MINB, bool SN = false> struct Shape {
-    static constexpr int BM = SN ? 64 : 64 * NC; // SN: the warpgroups split N, not M
+// Shape variants (flags F):
+//   kSplitN   the consumer warpgroups split the tile's BN columns (BM = 64);
+//   kSplitK   each tile's K steps in Config::splits ranges, summed by the last;
+//   kSwap     rows are weight channels and columns tokens (the A operand is the
+//             weights: small M streams the weights through wide tiles);
+//   kPingPong each consumer warpgroup has its own 64-row tile (BM = 64), the two
+//             on alternate tiles of the CTA, so one's epilogue runs under the
+//             other's MMAs.
+enum : int { kSplitN = 1, kSplitK = 2, kSwap = 4, kPingPong = 8 };
+
+template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
+    static constexpr bool SN = F & kSplitN, PP = F & kPingPong;
+    static constexpr int BM = SN || PP ? 64 : 64 * NC;
     static constexpr int WN = SN ? BN / NC : BN; // columns per consumer warpgroup
     static constexpr int A_BYTES = BM * kBK;
     static constexpr int W_BYTES = BN * kBK;
@@ -77,17 +88,19 @@ template <int NC, int BN, int S, int MINB, bool SN = false> struct Shape {
     *reinterpret_cast<uint32_t *>(p) = v;
 }
 
-template <int NC, int BN, int S, bool BLK, int MINB, bool SN, bool SK, bool SW>
-__global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
+template <int NC, int BN, int S, bool BLK, int MINB, int F>
+__global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_w, const Params p)
 {
     // wgmma takes N % 8 == 0, and a split-N warpgroup's weight rows start on a
     // 1024-byte swizzle atom (WN * 128 bytes)
-    static_assert(Shape<NC, BN, S, MINB, SN>::WN % 8 == 0, "warpgroup tile width");
+    static_assert(Shape<NC, BN, S, MINB, F>::WN % 8 == 0, "warpgroup tile width");
 #ifdef OCT_HAS_WGMMA
-    using T = Shape<NC, BN, S, MINB, SN>;
+    using T = Shape<NC, BN, S, MINB, F>;
     constexpr int WN = T::WN;
+    constexpr bool SN = T::SN, SK = F & kSplitK, SW = F & kSwap, PP = T::PP;
+    static_assert(!(PP && (SK || SN)) && (!PP || NC == 2), "ping-pong: two whole-K warpgroups");
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
@@ -119,7 +132,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
             oct_mbar_init(&full[s], 1);
-            oct_mbar_init(&empty[s], NC * 128);
+            oct_mbar_init(&empty[s], PP ? 128 : NC * 128); // (ping-pong: one owner)
         }
         oct_mbar_init_fence();
     }
@@ -188,8 +201,9 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     __shared__ __align__(16) float sws_all[BLK ? 1 : NC * WN];
     float *sws = sws_all + (BLK ? 0 : wg * WN);
     // This warpgroup's rows and columns of the tile: 64 rows at wg * 64 and all
-    // BN columns, or (SN) all 64 rows and WN columns at wg * WN.
-    const int wrow = SN ? 0 : wg * 64, wcol = SN ? wg * WN : 0;
+    // BN columns, or (SN) all 64 rows and WN columns at wg * WN, or (PP) the
+    // whole 64 x BN tile.
+    const int wrow = SN || PP ? 0 : wg * 64, wcol = SN ? wg * WN : 0;
     // Split-K: each K range's partial tile goes to the workspace ([unit][warpgroup]
     // [WN / 8][128 threads] float4s: a warp's stores are contiguous); the range that
     // finishes a tile last (a per-tile counter says which) runs its epilogue on the
@@ -231,7 +245,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
     for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
         part[i] = 0.0f;
     int q = 0; // the producer's step count
-    for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
+    // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the j-th
+    // unit's steps are the producer's j * nk ...).
+    for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), j = PP ? wg : 0; u < nunits;
+         u += (PP ? 2 : 1) * gridDim.x, j += 2) {
+        if constexpr (PP)
+            q = j * nk;
         const int t = u % ntiles, sp = u / ntiles;
         int m0, n0, kbeg, kend;
         corner(t, m0, n0);
@@ -404,13 +423,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, SN>::THREADS, MINB)
 typedef cudaError_t (*launch_fn)(const CUtensorMap &, const CUtensorMap &, const Params &, unsigned,
                                  bool, cudaStream_t);
 
-template <int NC, int BN, int S, bool BLK, int MINB = 1, bool SN = false, bool SK = false,
-          bool SW = false>
+template <int NC, int BN, int S, bool BLK, int MINB = 1, int F = 0>
 cudaError_t launch(const CUtensorMap &ma, const CUtensorMap &mw, const Params &p, unsigned grid,
                    bool pdl, cudaStream_t st)
 {
-    using T = Shape<NC, BN, S, MINB, SN>;
-    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, SN, SK, SW>;
+    using T = Shape<NC, BN, S, MINB, F>;
+    auto kern = gemm_w8a8_wgmma<NC, BN, S, BLK, MINB, F>;
     // Once per device: the shared-memory limit, and (setmaxnreg shapes) that the
     // register pool ptxas gave the kernel covers the redistribution.
     static std::atomic<unsigned> ready{0}, refused{0};
@@ -448,6 +466,7 @@ struct Config {
                     // (0: one CTA per tile)
     int splits;     // > 1: split-K, the K steps of each tile in that many ranges
     bool swap;      // bm weight channels x bn tokens per tile (the A operand is the weights)
+    bool pingpong;  // two consumer warpgroups on alternate 64-row tiles (large M)
 };
 
 // Tile shapes (BM x BN, ring stages, CTAs per SM); "_p": the same kernel as a
@@ -477,40 +496,44 @@ const Config kConfigs[] = {
     {"wgmma_128x128_x2p", 128, 128, false, launch<2, 128, 3, false, 2>, 2},
     {"wgmma_128x128_p", 128, 128, false, launch<2, 128, 6, false>, 1},
     {"wgmma_128x256_p", 128, 256, false, launch<2, 256, 4, false>, 1},
-    {"wgmma_64x256_2wg", 64, 256, false, launch<2, 256, 5, false, 1, true>},
+    {"wgmma_64x256_2wg", 64, 256, false, launch<2, 256, 5, false, 1, kSplitN>},
     {"wgmma_128x224", 128, 224, false, launch<2, 224, 5, false>},
     {"wgmma_block_64x64", 64, 64, true, launch<1, 64, 8, true>},
     {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
     {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
-    {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, true>},
-    {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, true>},
-    {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, true>},
-    {"wgmma_64x64_k2", 64, 64, false, launch<1, 64, 8, false, 1, false, true>, 0, 2},
-    {"wgmma_64x64_k4", 64, 64, false, launch<1, 64, 8, false, 1, false, true>, 0, 4},
-    {"wgmma_64x128_k2", 64, 128, false, launch<1, 128, 6, false, 1, false, true>, 0, 2},
-    {"wgmma_64x128_k4", 64, 128, false, launch<1, 128, 6, false, 1, false, true>, 0, 4},
-    {"wgmma_128x128_k2", 128, 128, false, launch<2, 128, 6, false, 1, false, true>, 0, 2},
-    {"wgmma_block_64x64_k2", 64, 64, true, launch<1, 64, 8, true, 1, false, true>, 0, 2},
-    {"wgmma_block_64x64_k4", 64, 64, true, launch<1, 64, 8, true, 1, false, true>, 0, 4},
-    {"wgmma_block_64x128_2wg_k2", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 2},
-    {"wgmma_block_64x128_2wg_k4", 64, 128, true, launch<2, 128, 8, true, 1, true, true>, 0, 4},
-    {"wgmma_block_128x128_k2", 128, 128, true, launch<2, 128, 5, true, 1, false, true>, 0, 2},
-    {"wgmma_sw_128x8", 128, 8, false, launch<2, 8, 12, false, 1, false, false, true>, 0, 1, true},
-    {"wgmma_sw_128x16", 128, 16, false, launch<2, 16, 12, false, 1, false, false, true>, 0, 1,
+    {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, kSplitN>},
+    {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, kSplitN>},
+    {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, kSplitN>},
+    {"wgmma_64x64_k2", 64, 64, false, launch<1, 64, 8, false, 1, kSplitK>, 0, 2},
+    {"wgmma_64x64_k4", 64, 64, false, launch<1, 64, 8, false, 1, kSplitK>, 0, 4},
+    {"wgmma_64x128_k2", 64, 128, false, launch<1, 128, 6, false, 1, kSplitK>, 0, 2},
+    {"wgmma_64x128_k4", 64, 128, false, launch<1, 128, 6, false, 1, kSplitK>, 0, 4},
+    {"wgmma_128x128_k2", 128, 128, false, launch<2, 128, 6, false, 1, kSplitK>, 0, 2},
+    {"wgmma_block_64x64_k2", 64, 64, true, launch<1, 64, 8, true, 1, kSplitK>, 0, 2},
+    {"wgmma_block_64x64_k4", 64, 64, true, launch<1, 64, 8, true, 1, kSplitK>, 0, 4},
+    {"wgmma_block_64x128_2wg_k2", 64, 128, true, launch<2, 128, 8, true, 1, kSplitN | kSplitK>, 0,
+     2},
+    {"wgmma_block_64x128_2wg_k4", 64, 128, true, launch<2, 128, 8, true, 1, kSplitN | kSplitK>, 0,
+     4},
+    {"wgmma_block_128x128_k2", 128, 128, true, launch<2, 128, 5, true, 1, kSplitK>, 0, 2},
+    {"wgmma_pp_64x256", 64, 256, false, launch<2, 256, 5, false, 1, kPingPong>, 1, 1, false, true},
+    {"wgmma_pp_64x128", 64, 128, false, launch<2, 128, 8, false, 1, kPingPong>, 1, 1, false, true},
+    {"wgmma_block_pp_64x128", 64, 128, true, launch<2, 128, 8, true, 1, kPingPong>, 1, 1, false,
      true},
-    {"wgmma_sw_128x32", 128, 32, false, launch<2, 32, 10, false, 1, false, false, true>, 0, 1,
+    {"wgmma_sw_128x8", 128, 8, false, launch<2, 8, 12, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_128x16", 128, 16, false, launch<2, 16, 12, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_128x32", 128, 32, false, launch<2, 32, 10, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_128x64", 128, 64, false, launch<2, 64, 8, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_128x8_k2", 128, 8, false, launch<2, 8, 12, false, 1, kSplitK | kSwap>, 0, 2, true},
+    {"wgmma_sw_128x8_k4", 128, 8, false, launch<2, 8, 12, false, 1, kSplitK | kSwap>, 0, 4, true},
+    {"wgmma_sw_128x16_k2", 128, 16, false, launch<2, 16, 12, false, 1, kSplitK | kSwap>, 0, 2,
      true},
-    {"wgmma_sw_128x64", 128, 64, false, launch<2, 64, 8, false, 1, false, false, true>, 0, 1, true},
-    {"wgmma_sw_128x8_k2", 128, 8, false, launch<2, 8, 12, false, 1, false, true, true>, 0, 2, true},
-    {"wgmma_sw_128x8_k4", 128, 8, false, launch<2, 8, 12, false, 1, false, true, true>, 0, 4, true},
-    {"wgmma_sw_128x16_k2", 128, 16, false, launch<2, 16, 12, false, 1, false, true, true>, 0, 2,
+    {"wgmma_sw_128x16_k4", 128, 16, false, launch<2, 16, 12, false, 1, kSplitK | kSwap>, 0, 4,
      true},
-    {"wgmma_sw_128x16_k4", 128, 16, false, launch<2, 16, 12, false, 1, false, true, true>, 0, 4,
+    {"wgmma_sw_128x32_k2", 128, 32, false, launch<2, 32, 10, false, 1, kSplitK | kSwap>, 0, 2,
      true},
-    {"wgmma_sw_128x32_k2", 128, 32, false, launch<2, 32, 10, false, 1, false, true, true>, 0, 2,
-     true},
-    {"wgmma_sw_128x32_k4", 128, 32, false, launch<2, 32, 10, false, 1, false, true, true>, 0, 4,
+    {"wgmma_sw_128x32_k4", 128, 32, false, launch<2, 32, 10, false, 1, kSplitK | kSwap>, 0, 4,
      true},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
@@ -606,8 +629,11 @@ bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n, int64
         return false;
     const Config &c = kConfigs[cfg];
     // A 128-row tile is wasted below 65 rows; a swapped shape is for
-    // bn / 2 < m <= bn tokens (any m <= 8 for bn = 8).
+    // bn / 2 < m <= bn tokens (any m <= 8 for bn = 8); ping-pong is for large M
+    // (each CTA needs two tiles).
     if (c.swap ? m > c.bn || (c.bn > 8 && 2 * m <= c.bn) : c.bm == 128 && m <= 64)
+        return false;
+    if (c.pingpong && m <= 128)
         return false;
     if (c.splits <= 1)
         return true;

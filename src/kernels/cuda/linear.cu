@@ -410,9 +410,7 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         }
         if (t_gemv < best)
             cfg = -3;
-        // The streaming path keeps its shape unless another beats it by 3% (as
-        // cuBLASLt above): it needs no workspace and no tuning-time guess.
-        if (t_stream < kFailed && t_stream < best * 1.03f)
+        if (t_stream < best)
             cfg = -4;
         // The flush buffer (2 x L2) is only for measuring: give it back.
         cudaFree(c->l2_flush);
