@@ -246,11 +246,18 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         part[i] = 0.0f;
     int q = 0; // the producer's step count
     // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the j-th
-    // unit's steps are the producer's j * nk ...).
+    // unit's steps are the producer's j * nk ...), and the main loops take turns:
+    // unit j's starts when unit j - 1's has ended (named barriers 4: warpgroup 0
+    // -> 1, 5: 1 -> 0).  The turns keep the tensor cores to one warpgroup while the
+    // other runs its epilogue, and a warpgroup from waiting on a stage's "full"
+    // barrier two phases ahead of the producer (the parity wait would pass).
     for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), j = PP ? wg : 0; u < nunits;
          u += (PP ? 2 : 1) * gridDim.x, j += 2) {
-        if constexpr (PP)
+        if constexpr (PP) {
             q = j * nk;
+            if (j > 0)
+                wg == 0 ? oct_bar_sync<5>(256) : oct_bar_sync<4>(256);
+        }
         const int t = u % ntiles, sp = u / ntiles;
         int m0, n0, kbeg, kend;
         corner(t, m0, n0);
@@ -333,6 +340,10 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         }
         oct_wgmma_wait<0>();
         oct_wgmma_reg_fence(acc);
+        if constexpr (PP) {
+            if (u + (int)gridDim.x < nunits) // the other warpgroup's turn (its unit j + 1)
+                wg == 0 ? oct_bar_arrive<4>(256) : oct_bar_arrive<5>(256);
+        }
         if constexpr (!BLK) {
             oct_mbar_arrive(&empty[(q - 1) % S]); // the tile's last stage
             // Every warp of this warpgroup is past the previous tile's epilogue

@@ -84,6 +84,13 @@ template <int ID> __device__ __forceinline__ void oct_bar_sync(int threads)
     asm volatile("bar.sync %0, %1;" ::"n"(ID), "r"(threads) : "memory");
 }
 
+/* Arrives on named barrier ID without waiting (the other side of oct_bar_sync:
+ * `threads` counts both the arriving and the syncing threads). */
+template <int ID> __device__ __forceinline__ void oct_bar_arrive(int threads)
+{
+    asm volatile("bar.arrive %0, %1;" ::"n"(ID), "r"(threads) : "memory");
+}
+
 /* ---- the copy engine ---- */
 
 /* `bytes` contiguous bytes global -> shared, completing on bar. */
