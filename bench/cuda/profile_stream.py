@@ -14,7 +14,7 @@ import ctypes
 
 import torch
 
-SCALE_TENSOR, SCALE_ROW, PATH_AUTO = 0, 1, 0
+from bench_gemm_cuda import PATH_AUTO, SCALE_ROW, load_lib
 
 
 def main():
@@ -25,14 +25,8 @@ def main():
     ap.add_argument("--n", type=int, default=28672)
     ap.add_argument("--reps", type=int, default=2)
     a = ap.parse_args()
-    lib = ctypes.CDLL(a.lib)
-    vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.oct_cuda_ctx_create.argtypes = [ctypes.POINTER(vp)]
-    lib.oct_cuda_gemm_fp8.argtypes = [vp, i64, i64, i64, vp, ctypes.c_int, vp, vp, ctypes.c_int,
-                                      vp, vp, ctypes.c_int, vp]
-    lib.oct_cuda_linear_fp8_dyn.argtypes = [vp, i64, i64, i64, vp, vp, ctypes.c_int, vp,
-                                            ctypes.c_float, vp, ctypes.c_int, vp]
-    ctx = vp()
+    lib = load_lib(a.lib)
+    ctx = ctypes.c_void_p()
     assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0
     dev = "cuda"
     x = torch.randn(a.m, a.k, device=dev).to(torch.bfloat16)

@@ -15,7 +15,7 @@ import ctypes
 
 import torch
 
-SCALE_ROW, PATH_LT, PATH_WGMMA = 1, 2, 3
+from bench_gemm_cuda import PATH_LT, PATH_WGMMA, SCALE_ROW, load_lib
 
 
 def main():
@@ -27,13 +27,8 @@ def main():
     ap.add_argument("--n", type=int, default=28672)
     ap.add_argument("--reps", type=int, default=2)
     a = ap.parse_args()
-    lib = ctypes.CDLL(a.lib)
-    vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.oct_cuda_ctx_create.argtypes = [ctypes.POINTER(vp)]
-    lib.oct_cuda_ctx_set.argtypes = [vp, ctypes.c_char_p, i64]
-    lib.oct_cuda_gemm_fp8.argtypes = [vp, i64, i64, i64, vp, ctypes.c_int, vp, vp, ctypes.c_int,
-                                      vp, vp, ctypes.c_int, vp]
-    ctx = vp()
+    lib = load_lib(a.lib)
+    ctx = ctypes.c_void_p()
     assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0
     assert lib.oct_cuda_ctx_set(ctx, b"wgmma_cfg", a.cfg) == 0
     dev = "cuda"

@@ -368,51 +368,48 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             }
         }
 
+        // Column pair j of this thread's two rows, summed over K (split-K: over the
+        // ranges): (r0, c), (r0, c + 1), (r1, c), (r1, c + 1).
+        auto sums = [&](int j) {
+            const float4 v =
+                make_float4(acc[4 * j + 0], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+            if constexpr (SK) {
+                if (ws)
+                    return sum_ranges(v, ws, sp, j);
+            }
+            return v;
+        };
         // Stores predicated on the row and column bounds, no branches, so the
         // scale reads and multiplies of all columns can be scheduled together.
-        // (Swapped shapes: rows are weight channels, columns tokens, y is [cols][rows];
-        // then n is any count, so each column is checked.)
+        const bool row0 = r0 < p.m, row1 = r1 < p.m;
         if constexpr (SW) {
-            const bool row0 = r0 < p.m, row1 = r1 < p.m;
+            // Swapped: rows are weight channels, columns tokens, y is [cols][rows]; n
+            // (here p.n tokens) is any count, so each column is checked.
 #pragma unroll
             for (int j = 0; j < WN / 8; j++) {
                 const int c = c0 + 8 * j + 2 * (lane % 4);
-                float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
-                      v3 = acc[4 * j + 3];
-                if constexpr (SK) {
-                    if (ws) {
-                        const float4 v = sum_ranges(make_float4(v0, v1, v2, v3), ws, sp, j);
-                        v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
-                    }
-                }
+                const float4 v = sums(j);
                 // token scale x (channel scale x sum), the CPU epilogue's order
                 const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
                 uint16_t *yc = p.y + (size_t)c * p.m;
                 if (row0 && c < p.n)
-                    yc[r0] = oct_f32_to_bf16_dev(w.x * (sa0 * v0));
+                    yc[r0] = oct_f32_to_bf16_dev(w.x * (sa0 * v.x));
                 if (row0 && c + 1 < p.n)
-                    yc[p.m + r0] = oct_f32_to_bf16_dev(w.y * (sa0 * v1));
+                    yc[p.m + r0] = oct_f32_to_bf16_dev(w.y * (sa0 * v.y));
                 if (row1 && c < p.n)
-                    yc[r1] = oct_f32_to_bf16_dev(w.x * (sa1 * v2));
+                    yc[r1] = oct_f32_to_bf16_dev(w.x * (sa1 * v.z));
                 if (row1 && c + 1 < p.n)
-                    yc[p.m + r1] = oct_f32_to_bf16_dev(w.y * (sa1 * v3));
+                    yc[p.m + r1] = oct_f32_to_bf16_dev(w.y * (sa1 * v.w));
             }
             continue;
         }
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
-        const bool row0 = r0 < p.m, row1 = r1 < p.m;
 #pragma unroll
         for (int j = 0; j < WN / 8; j++) {
             const int c = c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
             const bool col = c < p.n;
-            float v0 = acc[4 * j + 0], v1 = acc[4 * j + 1], v2 = acc[4 * j + 2],
-                  v3 = acc[4 * j + 3];
-            if constexpr (SK) {
-                if (ws) {
-                    const float4 v = sum_ranges(make_float4(v0, v1, v2, v3), ws, sp, j);
-                    v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
-                }
-            }
+            const float4 v = sums(j);
+            float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
             if constexpr (!BLK) {
                 const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
                 v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
