@@ -112,7 +112,8 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * (L2 evict_first policy for streamed weights), "gemv_tma", "gemv_max_ctas"
  * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
  * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also
- * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: always its tile shape wgmma_cfg - 1;
+ * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: wherever the auto path measures its
+ * choice, with per-token scales from one token, it runs tile shape wgmma_cfg - 1;
  * tests), "large_gemv" (1: the streaming kernel wherever the measured choice may
  * take it, up to 64 tokens; tests), "quant_bulk" (0: the activation quantizers
  * never use the sm_90 bulk-copy kernel; 2: always where it can run),

@@ -400,7 +400,12 @@ bool oct_cuda_wgmma_config_fits(int cfg, bool block, int64_t m, int64_t n, int64
 
 /* ---- the context (linear.cu) ---- */
 
-typedef struct oct_lt_plan oct_lt_plan;     /* gemm_lt.cu */
+typedef struct oct_lt_plan oct_lt_plan; /* gemm_lt.cu */
+/* A device buffer a context replaced but keeps until it is freed (linear.cu). */
+typedef struct oct_cuda_kept {
+    void *p;
+    struct oct_cuda_kept *next;
+} oct_cuda_kept;
 typedef struct oct_mm_choice oct_mm_choice; /* linear.cu */
 
 struct oct_cuda_ctx {
@@ -420,6 +425,7 @@ struct oct_cuda_ctx {
     size_t wg_ws_bytes;
     int *wg_cnt; /* ... its tile counters (zeroed when allocated, left zero by each call) */
     size_t wg_cnt_bytes;
+    oct_cuda_kept *kept;       /* replaced split-K buffers: captured graphs may still use them */
     oct_lt_plan *plans;        /* cached cuBLASLt plans (linked list) */
     int lt_block_mn_major;     /* 1: VEC128 activation scales laid out [k/128][m] for cuBLASLt */
     int64_t gemv_max_m;        /* auto path: GEMV up to this M (per-token scales) */

@@ -152,13 +152,13 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
                 k_range(u / ntiles, kb, kb1);
                 // The weight box (the B operand; swapped: the A operand) and the
                 // activation box of stage s, K step kb.
-                auto load_w = [&](int s, int kb) {
+                auto load_w = [&](int s, int step) {
                     oct_tma_load_2d(smem + s * T::STAGE + (SW ? 0 : T::A_BYTES),
-                                    SW ? &map_a : &map_w, &full[s], kb * kBK, SW ? m0 : n0);
+                                    SW ? &map_a : &map_w, &full[s], step * kBK, SW ? m0 : n0);
                 };
-                auto load_x = [&](int s, int kb) {
+                auto load_x = [&](int s, int step) {
                     oct_tma_load_2d(smem + s * T::STAGE + (SW ? T::A_BYTES : 0),
-                                    SW ? &map_w : &map_a, &full[s], kb * kBK, SW ? n0 : m0);
+                                    SW ? &map_w : &map_a, &full[s], step * kBK, SW ? n0 : m0);
                 };
                 if (u == (int)blockIdx.x) {
                     // First tile: its first S weight boxes before waiting for the
@@ -245,17 +245,17 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
         part[i] = 0.0f;
     int q = 0; // the producer's step count
-    // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the j-th
-    // unit's steps are the producer's j * nk ...), and the main loops take turns:
-    // unit j's starts when unit j - 1's has ended (named barriers 4: warpgroup 0
+    // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the turn-th
+    // unit's steps are the producer's turn * nk ...), and the main loops take turns:
+    // unit turn's starts when unit turn - 1's has ended (named barriers 4: warpgroup 0
     // -> 1, 5: 1 -> 0).  The turns keep the tensor cores to one warpgroup while the
     // other runs its epilogue, and a warpgroup from waiting on a stage's "full"
     // barrier two phases ahead of the producer (the parity wait would pass).
-    for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), j = PP ? wg : 0; u < nunits;
-         u += (PP ? 2 : 1) * gridDim.x, j += 2) {
+    for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), turn = PP ? wg : 0; u < nunits;
+         u += (PP ? 2 : 1) * gridDim.x, turn += 2) {
         if constexpr (PP) {
-            q = j * nk;
-            if (j > 0)
+            q = turn * nk;
+            if (turn > 0)
                 wg == 0 ? oct_bar_sync<5>(256) : oct_bar_sync<4>(256);
         }
         const int t = u % ntiles, sp = u / ntiles;
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         oct_wgmma_wait<0>();
         oct_wgmma_reg_fence(acc);
         if constexpr (PP) {
-            if (u + (int)gridDim.x < nunits) // the other warpgroup's turn (its unit j + 1)
+            if (u + (int)gridDim.x < nunits) // the other warpgroup's turn (its unit turn + 1)
                 wg == 0 ? oct_bar_arrive<4>(256) : oct_bar_arrive<5>(256);
         }
         if constexpr (!BLK) {

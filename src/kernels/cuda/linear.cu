@@ -120,6 +120,12 @@ extern "C" void oct_cuda_ctx_free(oct_cuda_ctx *c)
     cudaFree(c->swpad);
     cudaFree(c->wg_ws);
     cudaFree(c->wg_cnt);
+    while (c->kept) {
+        oct_cuda_kept *k = c->kept;
+        c->kept = k->next;
+        cudaFree(k->p);
+        free(k);
+    }
     cudaFree(c->l2_flush);
     free(c);
 }
@@ -157,7 +163,7 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_gemv_max_ctas = value > 0 && value < INT32_MAX ? (int)value : 0;
     else if (!strcmp(key, "quant_bulk"))
         oct_cuda_quant_bulk = value == 2 ? 2 : value != 0;
-    else if (!strcmp(key, "quant_pdl"))
+    else if (!strcmp(key, "quant_pdl")) // (process-wide, like quant_bulk)
         oct_cuda_quant_pdl = value != 0;
     else if (!strcmp(key, "large_gemv"))
         c->large_gemv = value != 0;
@@ -247,9 +253,41 @@ static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStre
         cudaEventDestroy(e1);
 }
 
-// One gemm_wgmma.cu shape on the context's split-K workspace (grown and zeroed
-// when a shape needs more; not while the stream is being captured into a graph,
-// where such a shape returns OCT_ERR_UNSUPPORTED and the caller falls back).
+// Replaces *buf with a larger device buffer (zeroed on st if zero).  The old one
+// is kept, not freed, until the context goes: a CUDA graph captured earlier holds
+// its address and replays into it.
+static oct_status grow_kept(oct_cuda_ctx *c, void **buf, size_t *have, size_t need, bool zero,
+                            cudaStream_t st)
+{
+    if (need <= *have)
+        return OCT_OK;
+    const size_t want = need + need / 4;
+    void *p = NULL;
+    if (cudaMalloc(&p, want) != cudaSuccess) {
+        cudaGetLastError();
+        return OCT_ERR_NOMEM;
+    }
+    oct_cuda_kept *k = *buf ? (oct_cuda_kept *)malloc(sizeof *k) : NULL;
+    if ((*buf && !k) || (zero && cudaMemsetAsync(p, 0, want, st) != cudaSuccess)) {
+        cudaGetLastError();
+        cudaFree(p);
+        free(k);
+        return OCT_ERR_NOMEM;
+    }
+    if (k) {
+        k->p = *buf;
+        k->next = c->kept;
+        c->kept = k;
+    }
+    *buf = p;
+    *have = want;
+    return OCT_OK;
+}
+
+// One gemm_wgmma.cu shape on the context's split-K workspace (grown, the counters
+// zeroed, when a shape needs more; not while the stream is being captured into a
+// graph).  A shape that cannot get its workspace answers OCT_ERR_UNSUPPORTED, and
+// the caller falls back to another candidate.
 static oct_status wgmma_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, bool pdl,
                              cudaStream_t st)
 {
@@ -259,16 +297,10 @@ static oct_status wgmma_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, 
     const size_t cnt_bytes = counters * sizeof(int);
     if (need > c->wg_ws_bytes || cnt_bytes > c->wg_cnt_bytes) {
         cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+        if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone ||
+            grow_kept(c, &c->wg_ws, &c->wg_ws_bytes, need, false, st) != OCT_OK ||
+            grow_kept(c, (void **)&c->wg_cnt, &c->wg_cnt_bytes, cnt_bytes, true, st) != OCT_OK)
             return OCT_ERR_UNSUPPORTED;
-        oct_status s = oct_cuda_grow(&c->wg_ws, &c->wg_ws_bytes, need);
-        if (s == OCT_OK && cnt_bytes > c->wg_cnt_bytes) {
-            s = oct_cuda_grow((void **)&c->wg_cnt, &c->wg_cnt_bytes, cnt_bytes);
-            if (s == OCT_OK && cudaMemsetAsync(c->wg_cnt, 0, c->wg_cnt_bytes, st) != cudaSuccess)
-                s = OCT_ERR_INTERNAL;
-        }
-        if (s != OCT_OK)
-            return s;
     }
     a.ws = c->wg_ws;
     a.ws_bytes = c->wg_ws_bytes;
@@ -360,7 +392,15 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         for (int i = 0; wg_ok && wg_cfg < 0 && i < oct_cuda_wgmma_num_configs(); i++)
             if (oct_cuda_wgmma_config_fits(i, block, g->m, g->n, g->k))
                 wg_cfg = i;
-        cfg = stream_ok ? -4 : lt_ok ? -1 : wg_cfg >= 0 ? wg_cfg : gemv_ok ? -3 : -2;
+        // (up to gemv_max_m tokens the streaming kernel, as the path was by rule;
+        // cuBLASLt's first call of a shape tunes with synchronizing events)
+        const int64_t small_m = block ? c->gemv_max_m_block : c->gemv_max_m;
+        cfg = stream_ok                    ? -4
+              : gemv_ok && g->m <= small_m ? -3
+              : lt_ok                      ? -1
+              : wg_cfg >= 0                ? wg_cfg
+              : gemv_ok                    ? -3
+                                           : -2;
     } else if (!ch) {
         // Time each allowed candidate with its quantizer in front (1e30: it
         // failed): the wgmma tile shapes that fit (ids >= 0), cuBLASLt (-1), the
@@ -417,7 +457,7 @@ static oct_status large_gemm(oct_cuda_ctx *c, const oct_wgmma_args *g, int path,
         c->l2_flush = NULL;
         c->l2_flush_bytes = 0;
         if (cfg == -2) // nothing ran: nothing to remember (it may be transient)
-            return OCT_ERR_UNSUPPORTED;
+            return stream_ok ? stream() : OCT_ERR_UNSUPPORTED;
         ch = (oct_mm_choice *)calloc(1, sizeof *ch);
         if (!ch)
             return OCT_ERR_NOMEM;
