@@ -69,6 +69,23 @@ def load_lib(path):
     return lib
 
 
+def profile_args(ap, m):
+    """The options of the profile_*.py scripts: the library, one GEMM shape, repeats."""
+    ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
+    ap.add_argument("--m", type=int, default=m)
+    ap.add_argument("--k", type=int, default=4096)
+    ap.add_argument("--n", type=int, default=28672)
+    ap.add_argument("--reps", type=int, default=2)
+
+
+def open_ctx(path):
+    """The library (load_lib) and a new octet CUDA context on it."""
+    lib = load_lib(path)
+    ctx = ctypes.c_void_p()
+    assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0, "oct_cuda_ctx_create failed"
+    return lib, ctx
+
+
 def tdiv(a, b):
     # true IEEE division (torch eager turns `t / 448.0` into t * (1/448)): divide by a tensor
     return a / torch.full((), b, device=a.device, dtype=torch.float32)

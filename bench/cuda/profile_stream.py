@@ -10,24 +10,17 @@ times, between cudaProfilerStart / Stop so that only these kernels are profiled:
 Nothing is checked here (check_cuda and bench_gemm_cuda.py do that).
 """
 import argparse
-import ctypes
 
 import torch
 
-from bench_gemm_cuda import PATH_AUTO, SCALE_ROW, load_lib
+from bench_gemm_cuda import PATH_AUTO, SCALE_ROW, open_ctx, profile_args
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", default="build/cuda_bench/liboctet_cuda.so")
-    ap.add_argument("--m", type=int, default=1)
-    ap.add_argument("--k", type=int, default=4096)
-    ap.add_argument("--n", type=int, default=28672)
-    ap.add_argument("--reps", type=int, default=2)
+    profile_args(ap, 1)
     a = ap.parse_args()
-    lib = load_lib(a.lib)
-    ctx = ctypes.c_void_p()
-    assert lib.oct_cuda_ctx_create(ctypes.byref(ctx)) == 0
+    lib, ctx = open_ctx(a.lib)
     dev = "cuda"
     x = torch.randn(a.m, a.k, device=dev).to(torch.bfloat16)
     xq = (torch.randn(a.m, a.k, device=dev) * 0.5).to(torch.float8_e4m3fn)
