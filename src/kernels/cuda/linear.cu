@@ -1,9 +1,10 @@
 // linear.cu — the CUDA linear-layer entry points: a context (cuBLASLt handle,
 // workspace, activation scratch), FP8 W8A8 with dynamic activation quantization
-// (per-token or 1x128 groups) and pre-quantized FP8 GEMMs.  By M: the small-M
-// streaming kernel (gemv_fp8.cu), else whichever of octet's Hopper GEMM
-// (gemm_wgmma.cu, each tile shape) and cuBLASLt (gemm_lt.cu) measured fastest on
-// the first call of the shape.
+// (per-token or 1x128 groups) and pre-quantized FP8 GEMMs.  The kernel is
+// whichever measured fastest on the first call of the shape among octet's Hopper
+// GEMM (gemm_wgmma.cu, each tile shape), cuBLASLt (gemm_lt.cu) and, for small M,
+// the streaming kernels (gemv_fp8*.cu); with block scales up to 16 tokens, or
+// off sm_90, the streaming kernel by rule.
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +12,10 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-// Measured on the H200 (docs/BENCHMARKS.md): the streaming kernel wins up to 16
-// tokens on every shape, with either scale kind; from 17 tokens the path is
-// measured per shape (large_gemm: streaming kernel up to 64, octet's Hopper GEMM,
-// cuBLASLt).
+// The streaming path up to this M: by rule with block scales (it won every shape
+// there on the H200, docs/BENCHMARKS.md), as one measured candidate with
+// per-token scales on sm_90 (large_gemm: against the swapped wgmma shapes and
+// cuBLASLt); from 17 tokens the streaming kernel is a candidate up to 64.
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 16
 #define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 16
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
@@ -333,24 +334,26 @@ static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t 
     return oct_cuda_lt_gemm(c, g->m, g->n, g->k, g->a, g->ka, g->sa, g->w, g->kw, g->sw, g->y, st);
 }
 
-// y = a w^T from 17 tokens on the auto path (and any M on a forced LT / WGMMA
-// path).  Candidates: every gemm_wgmma.cu tile shape that fits (unless path is
-// LT or the "wgmma" knob is off), cuBLASLt (when lt_ok: block scales laid out as
-// cuBLASLt reads them, and path is not WGMMA) and, up to 64 tokens on the auto
-// path, the streaming kernel (it wins some M = 32 shapes: 128x128 block scales on
-// 4096->6144 and 14336->4096).
+// y = a w^T on the auto path (per-token scales at any M on sm_90, else from 17
+// tokens) and at any M on a forced LT / WGMMA path.  Candidates: every
+// gemm_wgmma.cu tile shape that fits (unless path is LT or the "wgmma" knob is
+// off), cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads them, and
+// path is not WGMMA), up to 64 tokens on the auto path the streaming kernel
+// after the quantizer (it wins some M = 32 shapes: 128x128 block scales on
+// 4096->6144 and 14336->4096), and with stream_ok (dynamic per-token, m <=
+// gemv_max_m) stream(): the whole streaming path with its own quantization, a
+// and sa then being filled by quant() only for the other candidates.
 //
 // The first call of each (device, power-of-two bucket of m, n, k, scale kinds)
 // times them all on the caller's buffers and keeps the fastest: slow (tens of
 // launches), so a stream being captured into a CUDA graph gets a default instead
-// (cuBLASLt where allowed, else the first wgmma shape that fits, else the
-// streaming kernel), not remembered.  The outputs must not alias the inputs (the
-// quantization is re-run after candidates wrote y).  quant() re-enqueues the
-// activation quantization that produced a / sa (a no-op for pre-quantized
-// inputs): it is timed with each candidate, as it runs, so the wgmma kernel's
-// programmatic dependent launch (pdl: it fetches weights while the quantizer
-// runs) counts.  cuBLASLt keeps the shape unless a wgmma shape beats it by 3%: at
-// the largest shapes the two measured within a few percent in the tuner and
+// (the streaming path up to gemv_max_m tokens, else cuBLASLt where allowed, else
+// the first wgmma shape that fits, else the streaming kernel), not remembered.  The outputs must
+// not alias the inputs (the quantization is re-run after candidates wrote y).  quant() re-enqueues
+// the activation quantization that produced a / sa (a no-op for pre-quantized inputs): it is timed
+// with each candidate, as it runs, so the wgmma kernel's programmatic dependent launch (pdl: it
+// fetches weights while the quantizer runs) counts.  cuBLASLt keeps the shape unless a wgmma shape
+// beats it by 3%: at the largest shapes the two measured within a few percent in the tuner and
 // cuBLASLt ahead under sustained load (14336->4096 M = 8192: 905 vs 972 us).  A
 // choice that cannot run a later call of its bucket (cuBLASLt's block kernels
 // need M % 4 == 0; an unaligned operand) falls back to the other candidates.
