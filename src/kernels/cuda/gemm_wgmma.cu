@@ -8,7 +8,9 @@
 //       partial sum is scaled by sa[r, kb] * sw[c/128, kb] and added in f32.
 //
 // Block layout: one CTA = one BM x BN output tile (BM = 64 per consumer
-// warpgroup, or 64 with two warpgroups splitting BN), K walked in 128-byte steps.
+// warpgroup, or 64 with two warpgroups splitting BN), K walked in 128-byte steps;
+// variants (Shape's flags, below): persistent grids, split-K, swapped operands
+// (weights x tokens, for small M) and ping-pong warpgroups.
 // One thread of a producer warp(group) loads each step's a and w boxes with the
 // tensor copy engine (128-byte swizzle, the layout wgmma's descriptors read) into
 // an S-stage ring, arriving on a "full" mbarrier; each consumer warpgroup runs 4
