@@ -236,8 +236,9 @@ def flush_us(fn, clean, cache, reps=30):
 
 
 def flush_table(lib, ctx, shapes, ms):
-    """bf16, pt_tensor, oct (dynamic quantization included) and oct_pre after a dirty
-    (do_bench's) and a clean (read-only) L2 flush."""
+    """bf16, pt_tensor, oct (dynamic quantization included), oct_wg (the same forcing
+    octet's Hopper GEMM) and oct_pre after a dirty (do_bench's) and a clean (read-only)
+    L2 flush.  The outputs are those the main table checks."""
     cache = torch.empty(256 << 20, dtype=torch.int8, device=dev)
     out = []
     st = torch.cuda.current_stream().cuda_stream
