@@ -37,18 +37,23 @@ __device__ __forceinline__ float block_amax(float a)
     return oct_warp_amax(a);
 }
 
+// Every quantizer kernel starts so: the GEMM launched after it (programmatic
+// dependent launch) may start fetching its weights now, and waits for our results
+// before reading them; we wait for the kernel before us (x may be its output;
+// launched with programmatic serialization, this block may run before it ends).
+__device__ __forceinline__ void pdl_enter(void)
+{
+    oct_pdl_launch_dependents();
+    oct_pdl_wait();
+}
+
 // One block per token row; k % 8 == 0 and 16-byte aligned rows.  Rows up to
 // kTokThreads * kTokVec * 8 elements stay in registers between the two passes.
 __global__ void __launch_bounds__(kTokThreads)
     quant_rows_bf16_vec(const uint16_t *__restrict__ x, int64_t k, float ub,
                         uint8_t *__restrict__ q, float *__restrict__ scale)
 {
-    // The GEMM launched after this one (programmatic dependent launch) may start
-    // fetching its weights now; it waits for our results before reading them.
-    // We wait for the kernel before us (x may be its output; launched with
-    // programmatic serialization, this block may be running before it ends).
-    oct_pdl_launch_dependents();
-    oct_pdl_wait();
+    pdl_enter();
     const int64_t row = blockIdx.x;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * k);
     uint2 *qr = reinterpret_cast<uint2 *>(q + row * k);
@@ -92,8 +97,7 @@ __global__ void __launch_bounds__(kTokThreads)
     quant_rows_bf16_split(const uint16_t *__restrict__ x, int64_t k, float ub,
                           uint8_t *__restrict__ q, float *__restrict__ scale)
 {
-    oct_pdl_launch_dependents();
-    oct_pdl_wait();
+    pdl_enter();
     const int64_t row = blockIdx.y;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * k);
     const int nv = (int)(k >> 3);
@@ -126,8 +130,7 @@ __global__ void __launch_bounds__(kTokThreads)
                          uint8_t *__restrict__ q, float *__restrict__ scale, int64_t rs, int64_t ks)
 {
 #ifdef OCT_HAS_SM90
-    oct_pdl_launch_dependents();
-    oct_pdl_wait();
+    pdl_enter();
     extern __shared__ __align__(16) uint4 row_s[];
     __shared__ uint64_t bar;
     const int64_t row = blockIdx.x;
@@ -218,8 +221,7 @@ __global__ void __launch_bounds__(kTokThreads)
     quant_rows_bf16_any(const uint16_t *__restrict__ x, int64_t k, float ub,
                         uint8_t *__restrict__ q, float *__restrict__ scale)
 {
-    oct_pdl_launch_dependents();
-    oct_pdl_wait();
+    pdl_enter();
     const int64_t row = blockIdx.x;
     const uint16_t *xr = x + row * k;
     float a = 0.0f;
@@ -242,8 +244,7 @@ __global__ void __launch_bounds__(256)
                           uint8_t *__restrict__ q, float *__restrict__ scale, int64_t rs,
                           int64_t ks)
 {
-    oct_pdl_launch_dependents();
-    oct_pdl_wait();
+    pdl_enter();
     const int64_t ng = (k + 127) / 128;
     const int64_t g = (int64_t)blockIdx.x * 16 + (threadIdx.x >> 4);
     const int sub = threadIdx.x & 15;
