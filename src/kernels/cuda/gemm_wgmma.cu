@@ -38,6 +38,10 @@ namespace
 
 constexpr int kBK = 128;                    // K bytes per ring stage (one 128-byte swizzle row)
 [[maybe_unused]] constexpr int kGroupM = 8; // M-tiles per tile group (L2 reuse of weight boxes)
+// Block scales: up to this many columns per consumer warpgroup, two buffers of
+// partial sums (2 x WN / 2 registers more than the accumulators), unless the
+// shape says kOneBuf.
+[[maybe_unused]] constexpr int kDoubleBufMaxWN = 128;
 
 struct Params {
     int m, n, k, nkb;
@@ -68,7 +72,8 @@ struct Params {
 //   kPingPong each consumer warpgroup has its own 64-row tile (BM = 64), the two
 //             on alternate tiles of the CTA, so one's epilogue runs under the
 //             other's MMAs.
-enum : int { kSplitN = 1, kSplitK = 2, kSwap = 4, kPingPong = 8 };
+//   kOneBuf   block scales with one partial-sum buffer (where two spill).
+enum : int { kSplitN = 1, kSplitK = 2, kSwap = 4, kPingPong = 8, kOneBuf = 16 };
 
 template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
     static constexpr bool SN = F & kSplitN, PP = F & kPingPong;
@@ -242,10 +247,15 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         return sum;
     };
     float acc[WN / 2];
-    float part[BLK ? WN / 2 : 1];
+    // Block scales: each K step's partial sums, in two buffers (DB) where the
+    // registers allow, so that the next step's MMAs run while they are scaled.
+    constexpr bool DB = BLK && WN <= kDoubleBufMaxWN && !(F & kOneBuf);
+    float part[DB ? 2 : 1][BLK ? WN / 2 : 1];
 #pragma unroll
-    for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
-        part[i] = 0.0f;
+    for (int b = 0; b < (DB ? 2 : 1); b++)
+#pragma unroll
+        for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
+            part[b][i] = 0.0f;
     int q = 0; // the producer's step count
     // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the turn-th
     // unit's steps are the producer's turn * nk ...), and the main loops take turns:
@@ -292,37 +302,92 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         if constexpr (BLK) {
             // Each step's block scales are loaded two steps ahead, into one of two
             // register slots (even / odd steps: no register moves, which would wait
-            // for the newest load).
-            float w[2], a0[2], a1[2];
+            // for the newest load).  w: the weight block's scale (one per warpgroup
+            // and step: its rows (swapped) or columns lie in one 128-block); sc:
+            // this thread's activation scales, of its two rows r0, r1, or (swapped)
+            // of its token columns.
+            constexpr int NSC = SW ? WN / 4 : 2;
+            float w[2], sc[2][NSC];
             auto load_scales = [&](int kb, int slot) {
                 kb = min(kb, nk - 1);
-                // (clamped: a warpgroup whose columns all lie past n stores nothing)
-                w[slot] = __ldg(p.sw + (size_t)(min(c0, p.n - 1) / 128) * p.nkb + kb);
-                a0[slot] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
-                a1[slot] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
-            };
-            auto step = [&](int kb, int slot) {
-                const int s = issue(part);
-                const float s0 = a0[slot] * w[slot], s1 = a1[slot] * w[slot];
-                load_scales(kb + 2, slot);
-                oct_wgmma_wait<0>();
-                oct_wgmma_reg_fence(part);
-                oct_mbar_arrive(&empty[s]);
-                q++;
+                // (clamped: rows / columns past the end are computed, never stored)
+                if constexpr (SW) {
+                    w[slot] = __ldg(p.sa + (size_t)(min(m0 + wrow, p.m - 1) / 128) * p.nkb + kb);
 #pragma unroll
-                for (int j = 0; j < WN / 8; j++) {
-                    acc[4 * j + 0] = fmaf(part[4 * j + 0], s0, acc[4 * j + 0]);
-                    acc[4 * j + 1] = fmaf(part[4 * j + 1], s0, acc[4 * j + 1]);
-                    acc[4 * j + 2] = fmaf(part[4 * j + 2], s1, acc[4 * j + 2]);
-                    acc[4 * j + 3] = fmaf(part[4 * j + 3], s1, acc[4 * j + 3]);
+                    for (int i = 0; i < NSC; i++) {
+                        const int c = min(c0 + 8 * (i / 2) + 2 * (lane % 4) + i % 2, p.n - 1);
+                        sc[slot][i] = __ldg(p.sw + (size_t)c * p.sa_rs + kb * p.sa_ks);
+                    }
+                } else {
+                    w[slot] = __ldg(p.sw + (size_t)(min(c0, p.n - 1) / 128) * p.nkb + kb);
+                    sc[slot][0] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
+                    sc[slot][1] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
                 }
+            };
+            // acc += the step's partial sums x sa x sw (element 4j + e: row r0 / r1
+            // for e < 2 / >= 2, column c / c + 1 for even / odd e).
+            auto promote = [&](const float(&d)[WN / 2], int slot) {
+#pragma unroll
+                for (int j = 0; j < WN / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float f = SW ? sc[slot][2 * j + e % 2] : sc[slot][e / 2];
+                        acc[4 * j + e] = fmaf(d[4 * j + e], f * w[slot], acc[4 * j + e]);
+                    }
             };
             load_scales(kbeg, 0);
             load_scales(kbeg + 1, 1);
-            for (int kb = kbeg; kb < kend; kb += 2) {
-                step(kb, 0);
-                if (kb + 1 < kend)
-                    step(kb + 1, 1);
+            if constexpr (DB) {
+                // Two partial-sum buffers: step kb's MMAs run while step kb - 1's
+                // partial sums are scaled and added (one commit group in flight).
+                // Every step but the first waits, unconditionally, so that ptxas
+                // sees no accumulator read under an MMA that may be in flight
+                // (else it serializes the MMAs, C7514).
+                auto step = [&](int kb, int slot) {
+                    issue(part[slot]);
+                    oct_wgmma_wait<1>();
+                    oct_wgmma_reg_fence(part[slot ^ 1]);
+                    oct_mbar_arrive(&empty[(q - 1) % S]);
+                    promote(part[slot ^ 1], slot ^ 1);
+                    load_scales(kb + 1, slot ^ 1);
+                    q++;
+                };
+                auto finish = [&](int slot) {
+                    oct_wgmma_wait<0>();
+                    oct_wgmma_reg_fence(part[slot]);
+                    oct_mbar_arrive(&empty[(q - 1) % S]);
+                    promote(part[slot], slot);
+                };
+                issue(part[0]);
+                q++;
+                int kb = kbeg + 1;
+                for (; kb + 1 < kend; kb += 2) {
+                    step(kb, 1);
+                    step(kb + 1, 0);
+                }
+                if (kb < kend) {
+                    step(kb, 1);
+                    finish(1);
+                } else {
+                    finish(0);
+                }
+            } else {
+                // One buffer (too few registers for two): the step's MMAs are
+                // waited for before their partial sums are scaled.
+                auto step = [&](int kb, int slot) {
+                    const int s = issue(part[0]);
+                    oct_wgmma_wait<0>();
+                    oct_wgmma_reg_fence(part[0]);
+                    oct_mbar_arrive(&empty[s]);
+                    q++;
+                    promote(part[0], slot);
+                    load_scales(kb + 2, slot);
+                };
+                for (int kb = kbeg; kb < kend; kb += 2) {
+                    step(kb, 0);
+                    if (kb + 1 < kend)
+                        step(kb + 1, 1);
+                }
             }
         } else {
             sa0 = __ldg(p.sa + ra0 * p.sa_step);
@@ -391,17 +456,23 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             for (int j = 0; j < WN / 8; j++) {
                 const int c = c0 + 8 * j + 2 * (lane % 4);
                 const float4 v = sums(j);
-                // token scale x (channel scale x sum), the CPU epilogue's order
-                const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+                float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w; // (block scales: applied)
+                if constexpr (!BLK) {
+                    // token scale x (channel scale x sum), the CPU epilogue's order
+                    const float2 w =
+                        *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+                    v0 = w.x * (sa0 * v0), v1 = w.y * (sa0 * v1);
+                    v2 = w.x * (sa1 * v2), v3 = w.y * (sa1 * v3);
+                }
                 uint16_t *yc = p.y + (size_t)c * p.m;
                 if (row0 && c < p.n)
-                    yc[r0] = oct_f32_to_bf16_dev(w.x * (sa0 * v.x));
+                    yc[r0] = oct_f32_to_bf16_dev(v0);
                 if (row0 && c + 1 < p.n)
-                    yc[p.m + r0] = oct_f32_to_bf16_dev(w.y * (sa0 * v.y));
+                    yc[p.m + r0] = oct_f32_to_bf16_dev(v1);
                 if (row1 && c < p.n)
-                    yc[r1] = oct_f32_to_bf16_dev(w.x * (sa1 * v.z));
+                    yc[r1] = oct_f32_to_bf16_dev(v2);
                 if (row1 && c + 1 < p.n)
-                    yc[p.m + r1] = oct_f32_to_bf16_dev(w.y * (sa1 * v.w));
+                    yc[p.m + r1] = oct_f32_to_bf16_dev(v3);
             }
             continue;
         }
@@ -513,7 +584,7 @@ const Config kConfigs[] = {
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
     {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
     {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, kSplitN>},
-    {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, kSplitN>},
+    {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, kSplitN | kOneBuf>},
     {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, kSplitN>},
     {"wgmma_64x64_k2", 64, 64, false, launch<1, 64, 8, false, 1, kSplitK>, 0, 2},
     {"wgmma_64x64_k4", 64, 64, false, launch<1, 64, 8, false, 1, kSplitK>, 0, 4},
@@ -529,8 +600,8 @@ const Config kConfigs[] = {
     {"wgmma_block_128x128_k2", 128, 128, true, launch<2, 128, 5, true, 1, kSplitK>, 0, 2},
     {"wgmma_pp_64x256", 64, 256, false, launch<2, 256, 5, false, 1, kPingPong>, 1, 1, false, true},
     {"wgmma_pp_64x128", 64, 128, false, launch<2, 128, 8, false, 1, kPingPong>, 1, 1, false, true},
-    {"wgmma_block_pp_64x128", 64, 128, true, launch<2, 128, 8, true, 1, kPingPong>, 1, 1, false,
-     true},
+    {"wgmma_block_pp_64x128", 64, 128, true, launch<2, 128, 8, true, 1, kPingPong | kOneBuf>, 1, 1,
+     false, true},
     {"wgmma_sw_128x8", 128, 8, false, launch<2, 8, 12, false, 1, kSwap>, 0, 1, true},
     {"wgmma_sw_128x16", 128, 16, false, launch<2, 16, 12, false, 1, kSwap>, 0, 1, true},
     {"wgmma_sw_128x32", 128, 32, false, launch<2, 32, 10, false, 1, kSwap>, 0, 1, true},
@@ -544,6 +615,20 @@ const Config kConfigs[] = {
     {"wgmma_sw_128x32_k2", 128, 32, false, launch<2, 32, 10, false, 1, kSplitK | kSwap>, 0, 2,
      true},
     {"wgmma_sw_128x32_k4", 128, 32, false, launch<2, 32, 10, false, 1, kSplitK | kSwap>, 0, 4,
+     true},
+    {"wgmma_block_sw_128x8", 128, 8, true, launch<2, 8, 12, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_128x16", 128, 16, true, launch<2, 16, 12, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_128x32", 128, 32, true, launch<2, 32, 10, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_128x64", 128, 64, true, launch<2, 64, 8, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_128x8_k2", 128, 8, true, launch<2, 8, 12, true, 1, kSplitK | kSwap>, 0, 2,
+     true},
+    {"wgmma_block_sw_128x8_k4", 128, 8, true, launch<2, 8, 12, true, 1, kSplitK | kSwap>, 0, 4,
+     true},
+    {"wgmma_block_sw_128x16_k2", 128, 16, true, launch<2, 16, 12, true, 1, kSplitK | kSwap>, 0, 2,
+     true},
+    {"wgmma_block_sw_128x16_k4", 128, 16, true, launch<2, 16, 12, true, 1, kSplitK | kSwap>, 0, 4,
+     true},
+    {"wgmma_block_sw_128x32_k2", 128, 32, true, launch<2, 32, 10, true, 1, kSplitK | kSwap>, 0, 2,
      true},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);

@@ -3,8 +3,8 @@
 // (per-token or 1x128 groups) and pre-quantized FP8 GEMMs.  The kernel is
 // whichever measured fastest on the first call of the shape among octet's Hopper
 // GEMM (gemm_wgmma.cu, each tile shape), cuBLASLt (gemm_lt.cu) and, for small M,
-// the streaming kernels (gemv_fp8*.cu); with block scales up to 16 tokens, or
-// off sm_90, the streaming kernel by rule.
+// the streaming kernels (gemv_fp8*.cu); off sm_90 (or with the wgmma knob off)
+// the streaming kernel by rule up to 16 tokens.
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +12,9 @@
 
 #include "kernels/cuda/cuda_impl.h"
 
-// The streaming path up to this M: by rule with block scales (it won every shape
-// there on the H200, docs/BENCHMARKS.md), as one measured candidate with
-// per-token scales on sm_90 (large_gemm: against the swapped wgmma shapes and
-// cuBLASLt); from 17 tokens the streaming kernel is a candidate up to 64.
+// The streaming path up to this M: on sm_90 one measured candidate (large_gemm:
+// against the swapped wgmma shapes and cuBLASLt), elsewhere by rule; from 17
+// tokens the streaming kernel is a candidate up to 64.
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 16
 #define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 16
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
@@ -584,11 +583,14 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
                                   c->s, sw, 0, 0,    yo};
         return large_gemm(c, &g, path, true, true, st, quant, false, no_stream);
     }
-    const bool mn = !gemv && c->lt_block_mn_major;
+    // (on sm_90 the streaming kernel is one measured candidate at any M <= 64)
+    const bool block_gemv = gemv && !(path == OCT_CUDA_PATH_AUTO && c->wgmma &&
+                                      !oct_cuda_gemv_use_tma && oct_cuda_device_is_sm90());
+    const bool mn = !block_gemv && c->lt_block_mn_major;
     s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
     if (s != OCT_OK)
         return s;
-    if (gemv) {
+    if (block_gemv) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "quant_groups+gemv_w8a8_block");
         return oct_cuda_gemv_w8a8_launch(m, n, k, c->q, c->s, w, sw, OCT_SCALE_BLOCK128, yo, true,
                                          st);
@@ -657,10 +659,11 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         sa = c->s;
         ka = OCT_SCALE_ROW;
     }
-    // (per-token scales on the auto path: the streaming kernel is one candidate of
-    // large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn)
-    const bool measured = path == OCT_CUDA_PATH_AUTO && ka == OCT_SCALE_ROW && kw == ka &&
-                          c->wgmma && oct_cuda_device_is_sm90();
+    // (per-token and block scales on the auto path: the streaming kernel is one
+    // candidate of large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn)
+    const bool measured = path == OCT_CUDA_PATH_AUTO &&
+                          (ka == OCT_SCALE_ROW || ka == OCT_SCALE_BLOCK128) && kw == ka &&
+                          c->wgmma && !oct_cuda_gemv_use_tma && oct_cuda_device_is_sm90();
     if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && !measured &&
         use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
