@@ -235,6 +235,32 @@ def flush_us(fn, clean, cache, reps=30):
     return times[len(times) // 2]
 
 
+_READ_KERNEL = []
+
+
+def read_roof(buf):
+    """A call that only reads buf (a Triton kernel: 16 KB per program, partial sums
+    stored, 4 bytes each): the read bandwidth any weight-streaming kernel can reach
+    under the same flush, measured next to it (a yardstick, not octet code)."""
+    import triton
+    import triton.language as tl
+
+    if not _READ_KERNEL:
+        @triton.jit
+        def _read(p, out, n, BLOCK: tl.constexpr):
+            pid = tl.program_id(0)
+            offs = pid * BLOCK + tl.arange(0, BLOCK)
+            v = tl.load(p + offs, mask=offs < n, other=0)
+            tl.store(out + pid, tl.sum(v, axis=0))
+        _READ_KERNEL.append(_read)
+    _read = _READ_KERNEL[0]
+    words = buf.view(torch.int32).reshape(-1)
+    block = 4096
+    grid = (triton.cdiv(words.numel(), block),)
+    out = torch.empty(grid[0], dtype=torch.int32, device=buf.device)
+    return lambda: _read[grid](words, out, words.numel(), BLOCK=block, num_warps=8)
+
+
 def flush_table(lib, ctx, shapes, ms):
     """bf16, pt_tensor, oct (dynamic quantization included), oct_wg (the same forcing
     octet's Hopper GEMM) and oct_pre after a dirty (do_bench's) and a clean (read-only)
@@ -266,7 +292,8 @@ def flush_table(lib, ctx, shapes, ms):
             fns = dict(bf16=lambda: F.linear(x, w),
                        pt_tensor=lambda: torch._scaled_mm(xq_t, wq_t.t(), scale_a=sx_t, scale_b=sw_t,
                                                           out_dtype=torch.bfloat16),
-                       oct=oct_dyn, oct_pre=oct_pre, oct_wg=lambda: oct_dyn(PATH_WGMMA))
+                       oct=oct_dyn, oct_pre=oct_pre, oct_wg=lambda: oct_dyn(PATH_WGMMA),
+                       read=read_roof(wq_r))
             r = dict(m=m, k=k, n=n)
             for name, fn in fns.items():
                 for clean in (False, True):
@@ -593,21 +620,25 @@ def main():
                   f"{r['oct_plain'] / r['oct_stream']:.2f} |")
     if flush_rows:
         print("\n# after do_bench's L2 flush (dirty: zeroing 256 MB) and a read-only one (clean); "
-              "median of 30, µs; TB/s = FP8 weight bytes / octet dyn")
+              "median of 30, µs; TB/s = FP8 weight bytes / octet dyn; read roof: a Triton "
+              "kernel that only reads the FP8 weights, TB/s)")
         print("| M | K→N | bf16 dirty | bf16 clean | pt fp8 tensor dirty | pt fp8 tensor clean | "
               "octet dyn dirty | octet dyn clean | kernel | octet wgmma dirty | octet wgmma clean | "
               "kernel | octet pre-quant dirty | octet pre-quant clean | "
-              "octet/bf16 dirty | octet/bf16 clean | TB/s dirty | TB/s clean |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+              "octet/bf16 dirty | octet/bf16 clean | TB/s dirty | TB/s clean | "
+              "read roof TB/s dirty | read roof TB/s clean |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+              "---:|---:|")
         for r in flush_rows:
-            tb = [r["n"] * r["k"] / (r["oct_" + f] * 1e-6) / 1e12 for f in ("dirty", "clean")]
+            tb = [r["n"] * r["k"] / (r[p + f] * 1e-6) / 1e12
+                  for p in ("oct_", "read_") for f in ("dirty", "clean")]
             print(f"| {r['m']} | {r['k']}→{r['n']} | {r['bf16_dirty']:.1f} | {r['bf16_clean']:.1f} | "
                   f"{r['pt_tensor_dirty']:.1f} | {r['pt_tensor_clean']:.1f} | {r['oct_dirty']:.1f} | "
                   f"{r['oct_clean']:.1f} | {r['kernel_oct']} | {r['oct_wg_dirty']:.1f} | "
                   f"{r['oct_wg_clean']:.1f} | {r['kernel_oct_wg']} | "
                   f"{r['oct_pre_dirty']:.1f} | {r['oct_pre_clean']:.1f} | "
                   f"{r['bf16_dirty'] / r['oct_dirty']:.2f} | {r['bf16_clean'] / r['oct_clean']:.2f} | "
-                  f"{tb[0]:.2f} | {tb[1]:.2f} |")
+                  f"{tb[0]:.2f} | {tb[1]:.2f} | {tb[2]:.2f} | {tb[3]:.2f} |")
     if graph_rows:
         print("\n# under CUDA graphs (per call: one graph of calls over rotated weight copies, "
               "median of 20 replays)")

@@ -561,9 +561,11 @@ struct Config {
 // 128 x 224 (token scales only: a 224-wide tile straddles 128-column weight
 // blocks) splits N = 28672 into 128 tiles, one wave on 132 SMs where 128 x 256
 // leaves 20 SMs idle.  "_2wg": 64-row tiles whose two consumer warpgroups split
-// the columns (each 64 x BN/2): with block scales each warpgroup waits for its
-// own MMAs every K step before scaling them, and the other's keep the tensor
-// cores busy, which one warpgroup per 64-row tile cannot do.
+// the columns (each 64 x BN/2), so that with block scales one warpgroup's MMAs
+// run while the other scales its partial sums (kOneBuf shapes wait for their own
+// MMAs every K step).  "_sw_": swapped, BM weight channels x BN tokens (M <= BN);
+// "_sw_64x": one consumer warpgroup, so twice the CTAs of "_sw_128x" (N = 4096:
+// 64 instead of 32 SMs streaming weights) without split-K's partial sums.
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
@@ -630,6 +632,18 @@ const Config kConfigs[] = {
      true},
     {"wgmma_block_sw_128x32_k2", 128, 32, true, launch<2, 32, 10, true, 1, kSplitK | kSwap>, 0, 2,
      true},
+    {"wgmma_sw_64x8", 64, 8, false, launch<1, 8, 16, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_64x16", 64, 16, false, launch<1, 16, 16, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_64x32", 64, 32, false, launch<1, 32, 14, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_64x64", 64, 64, false, launch<1, 64, 12, false, 1, kSwap>, 0, 1, true},
+    {"wgmma_sw_64x8_k2", 64, 8, false, launch<1, 8, 16, false, 1, kSplitK | kSwap>, 0, 2, true},
+    {"wgmma_sw_64x16_k2", 64, 16, false, launch<1, 16, 16, false, 1, kSplitK | kSwap>, 0, 2, true},
+    {"wgmma_sw_64x32_k2", 64, 32, false, launch<1, 32, 14, false, 1, kSplitK | kSwap>, 0, 2, true},
+    {"wgmma_block_sw_64x8", 64, 8, true, launch<1, 8, 16, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_64x16", 64, 16, true, launch<1, 16, 16, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_64x32", 64, 32, true, launch<1, 32, 14, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_64x64", 64, 64, true, launch<1, 64, 12, true, 1, kSwap>, 0, 1, true},
+    {"wgmma_block_sw_64x8_k2", 64, 8, true, launch<1, 8, 16, true, 1, kSplitK | kSwap>, 0, 2, true},
 };
 constexpr int kNumConfigs = (int)(sizeof kConfigs / sizeof kConfigs[0]);
 
