@@ -546,6 +546,14 @@ def main():
             r["oct_wg"] = bench(lambda: oct_dyn(PATH_WGMMA))
             r["oct_pre"] = bench(oct_pre)
             r["oct_blk"] = bench(lambda: oct_dyn(PATH_AUTO, SCALE_BLOCK128, wq_b, sw_b))
+            # what the block auto path chose between: octet's Hopper GEMM, cuBLASLt
+            for key, path in (("oct_blk_wg", PATH_WGMMA), ("oct_blk_lt", PATH_LT)):
+                try:
+                    oct_dyn(path, SCALE_BLOCK128, wq_b, sw_b)
+                    r["kernel_" + key] = lib.oct_cuda_ctx_last_kernel(ctx).decode()
+                    r[key] = bench(lambda: oct_dyn(path, SCALE_BLOCK128, wq_b, sw_b))
+                except RuntimeError:  # cuBLASLt has no block kernel for M % 4 != 0
+                    r["kernel_" + key], r[key] = "–", float("nan")
             r["oct_w8a16"] = bench(lambda: lib.oct_cuda_gemv_w8a16(
                 m, n, k, xp, wq_r.data_ptr(), sw_r1.data_ptr(), yp, st)) if m <= 64 else float("nan")
             rows.append(r)
@@ -587,6 +595,15 @@ def main():
               f"{r['oct_wg']:.1f} | {r['oct_pre']:.1f} | {r['oct_blk']:.1f} | {r['kernel_blk']} | {w8} | "
               f"{r['bf16'] / r['oct']:.2f} | {best_pre / r['oct']:.2f} | {r['pt_row'] / r['oct_pre']:.2f} | "
               f"{r['bf16'] / r['pt_dyn']:.2f} | {tbs} |")
+    print("\n# block FP8, dynamic quantization included: the auto path and what it chose between "
+          "(forcing octet's Hopper GEMM, its fastest tile, or cuBLASLt); µs, do_bench")
+    print("| M | K→N | octet dyn (token) | block auto | kernel | block wgmma | kernel | block cuBLASLt | "
+          "block auto/token |")
+    print("|---:|---|---:|---:|---|---:|---|---:|---:|")
+    for r in rows:
+        print(f"| {r['m']} | {r['k']}→{r['n']} | {r['oct']:.1f} | {r['oct_blk']:.1f} | {r['kernel_blk']} | "
+              f"{r['oct_blk_wg']:.1f} | {r['kernel_oct_blk_wg']} | {r['oct_blk_lt']:.1f} | "
+              f"{r['oct_blk'] / r['oct']:.2f} |")
     if args.variants:
         print("\n# streaming path variants (µs, do_bench, M <= 16): quant kernel + GEMV vs fused "
               "quantization, no L2 hint vs evict_first")

@@ -86,6 +86,17 @@ if [ "$MODE" = model ]; then
             echo "$q $be rc=$? $(cat "$OUT/eval_${q}_$be.json" | tr -d '\n' | cut -c1-300)"
         done
     done
+    # decode (M = 1 per step: the small-M paths, each tuned on its first call),
+    # greedy, device against host: the output ids, and how many lead alike
+    for q in fp8 fp8_per_block; do
+        for be in cuda cpu; do
+            timeout 120 "$o" generate --model models/demo --quantization "$q" --linear-backend "$be" \
+                --prompt "The old house" --max-tokens 32 --temperature 0 --ignore-eos --json \
+                >"$OUT/gen_${q}_$be.json" 2>"$OUT/gen_${q}_$be.err"
+            echo "generate $q $be rc=$?"
+        done
+        python3 -c "import json,sys; a,b=(json.load(open(f))['output_ids'] for f in sys.argv[1:]); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y),min(len(a),len(b))); print('generate $q: cuda', a); print('generate $q: cpu ', b); print('generate $q: first', n, 'of', len(a), 'ids alike')" "$OUT/gen_${q}_cuda.json" "$OUT/gen_${q}_cpu.json"
+    done
     # the static-scale checkpoint (input_scale per layer): the registry's static path
     m=/tmp/octet_ct_static
     mkdir -p $m

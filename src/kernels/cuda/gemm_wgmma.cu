@@ -565,7 +565,9 @@ struct Config {
 // run while the other scales its partial sums (kOneBuf shapes wait for their own
 // MMAs every K step).  "_sw_": swapped, BM weight channels x BN tokens (M <= BN);
 // "_sw_64x": one consumer warpgroup, so twice the CTAs of "_sw_128x" (N = 4096:
-// 64 instead of 32 SMs streaming weights) without split-K's partial sums.
+// 64 instead of 32 SMs streaming weights) without split-K's partial sums;
+// "_sw_128x8_x2" / "_sw_64x8_x4": small rings, two / four CTAs per SM, so that
+// N = 28672 (224 / 448 tiles) streams in one wave.
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
@@ -639,6 +641,9 @@ const Config kConfigs[] = {
     {"wgmma_sw_64x8_k2", 64, 8, false, launch<1, 8, 16, false, 1, kSplitK | kSwap>, 0, 2, true},
     {"wgmma_sw_64x16_k2", 64, 16, false, launch<1, 16, 16, false, 1, kSplitK | kSwap>, 0, 2, true},
     {"wgmma_sw_64x32_k2", 64, 32, false, launch<1, 32, 14, false, 1, kSplitK | kSwap>, 0, 2, true},
+    {"wgmma_sw_128x8_x2", 128, 8, false, launch<2, 8, 6, false, 2, kSwap>, 0, 1, true},
+    {"wgmma_sw_128x16_x2", 128, 16, false, launch<2, 16, 6, false, 2, kSwap>, 0, 1, true},
+    {"wgmma_sw_64x8_x4", 64, 8, false, launch<1, 8, 5, false, 4, kSwap>, 0, 1, true},
     {"wgmma_block_sw_64x8", 64, 8, true, launch<1, 8, 16, true, 1, kSwap>, 0, 1, true},
     {"wgmma_block_sw_64x16", 64, 16, true, launch<1, 16, 16, true, 1, kSwap>, 0, 1, true},
     {"wgmma_block_sw_64x32", 64, 32, true, launch<1, 32, 14, true, 1, kSwap>, 0, 1, true},
