@@ -393,6 +393,17 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                                       0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_WGMMA("dyn token wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
                                                          0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
+    {
+        /* y only 8-byte aligned: the 4-byte stores of the wgmma epilogue (16-byte ones
+         * need 16-byte alignment) */
+        uint16_t *dy16 = dy, *dy8 = dalloc((size_t)(m * n) * 2 + 16);
+        dy = (uint16_t *)((char *)dy8 + 8);
+        RUN_WGMMA("dyn token wgmma(y 8-byte aligned)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                          OCT_CUDA_PATH_WGMMA, NULL));
+        dy = dy16;
+        cudaFree(dy8);
+    }
     if (k % 128 == 0)
         RUN_CHECK("dyn token wgmma(tuned)",
                   oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,

@@ -51,6 +51,7 @@ struct Params {
     int64_t sa_rs, sa_ks; // block scales: sa[r * sa_rs + kb * sa_ks]
     uint16_t *y;
     int pdl;
+    int y16;    // y is 16-byte aligned (non-swapped shapes: 16-byte stores)
     int splits; // split-K shapes: K ranges per tile (1: none)
     int *cnt;   // ... per tile: how many of its K ranges are done (zero between calls)
     float *ws;  // ... the K ranges' partial tiles, f32
@@ -89,10 +90,21 @@ template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
     static constexpr size_t SMEM = 1024 + (size_t)S * STAGE + 2 * S * sizeof(uint64_t);
 };
 
-[[maybe_unused]] __device__ __forceinline__ void store_bf16x2(uint16_t *p, float a, float b)
+// A 4 x 4 transpose of 32-bit values across the four lanes of each quad (lane %
+// 4 = q): lane q passes a[0..3] and gets element q of quad lanes 0..3.  Two
+// exchange steps, one per bit of the lane and element indices: xor 2 swaps the
+// elements whose index bit 1 differs from the lane's, then xor 1 those of bit 0.
+[[maybe_unused]] __device__ __forceinline__ uint4 oct_quad_transpose(const uint32_t (&in)[4], int q)
 {
-    const uint32_t v = (uint32_t)oct_f32_to_bf16_dev(a) | ((uint32_t)oct_f32_to_bf16_dev(b) << 16);
-    *reinterpret_cast<uint32_t *>(p) = v;
+    uint32_t a0 = in[0], a1 = in[1], a2 = in[2], a3 = in[3];
+    const bool b1 = q & 2, b0 = q & 1;
+    const uint32_t r0 = __shfl_xor_sync(~0u, b1 ? a0 : a2, 2);
+    const uint32_t r1 = __shfl_xor_sync(~0u, b1 ? a1 : a3, 2);
+    a0 = b1 ? r0 : a0, a1 = b1 ? r1 : a1, a2 = b1 ? a2 : r0, a3 = b1 ? a3 : r1;
+    const uint32_t u0 = __shfl_xor_sync(~0u, b0 ? a0 : a1, 1);
+    const uint32_t u1 = __shfl_xor_sync(~0u, b0 ? a2 : a3, 1);
+    a0 = b0 ? u0 : a0, a2 = b0 ? u1 : a2, a1 = b0 ? a1 : u0, a3 = b0 ? a3 : u1;
+    return make_uint4(a0, a1, a2, a3);
 }
 
 template <int NC, int BN, int S, bool BLK, int MINB, int F>
@@ -103,6 +115,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     // wgmma takes N % 8 == 0, and a split-N warpgroup's weight rows start on a
     // 1024-byte swizzle atom (WN * 128 bytes)
     static_assert(Shape<NC, BN, S, MINB, F>::WN % 8 == 0, "warpgroup tile width");
+    static_assert((F & kSwap) || Shape<NC, BN, S, MINB, F>::WN % 32 == 0, "16-byte epilogue");
 #ifdef OCT_HAS_WGMMA
     using T = Shape<NC, BN, S, MINB, F>;
     constexpr int WN = T::WN;
@@ -477,10 +490,8 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             continue;
         }
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
-#pragma unroll
-        for (int j = 0; j < WN / 8; j++) {
-            const int c = c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
-            const bool col = c < p.n;
+        // Column pair j of rows r0 / r1, scaled and packed as two bf16.
+        auto packed = [&](int j, uint32_t &o0, uint32_t &o1) {
             const float4 v = sums(j);
             float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
             if constexpr (!BLK) {
@@ -488,10 +499,40 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
                 v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
                 v2 = sa1 * (w.x * v2), v3 = sa1 * (w.y * v3);
             }
-            if (row0 && col)
-                store_bf16x2(y0 + c, v0, v1);
-            if (row1 && col)
-                store_bf16x2(y1 + c, v2, v3);
+            o0 = (uint32_t)oct_f32_to_bf16_dev(v0) | ((uint32_t)oct_f32_to_bf16_dev(v1) << 16);
+            o1 = (uint32_t)oct_f32_to_bf16_dev(v2) | ((uint32_t)oct_f32_to_bf16_dev(v3) << 16);
+        };
+        if (p.y16) {
+            // 16-byte stores: the four lanes of a quad hold 8 contiguous columns of
+            // a row per column group j; a 4 x 4 transpose across the quad (four
+            // shuffles) gives lane q all 8 columns of group 4 jj + q, so a warp
+            // writes 64 contiguous bytes per row instead of 16 (whole 32-byte
+            // sectors: half the stores' L2 traffic).
+#pragma unroll
+            for (int jj = 0; jj < WN / 32; jj++) {
+                uint32_t a[4], b[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    packed(4 * jj + i, a[i], b[i]);
+                const uint4 o0 = oct_quad_transpose(a, lane % 4);
+                const uint4 o1 = oct_quad_transpose(b, lane % 4);
+                const int c = c0 + 8 * (4 * jj + lane % 4); // n % 8 == 0: c < n means c + 7 < n
+                if (row0 && c < p.n)
+                    *reinterpret_cast<uint4 *>(y0 + c) = o0;
+                if (row1 && c < p.n)
+                    *reinterpret_cast<uint4 *>(y1 + c) = o1;
+            }
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < WN / 8; j++) {
+            const int c = c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
+            uint32_t o0, o1;
+            packed(j, o0, o1);
+            if (row0 && c < p.n)
+                *reinterpret_cast<uint32_t *>(y0 + c) = o0;
+            if (row1 && c < p.n)
+                *reinterpret_cast<uint32_t *>(y1 + c) = o1;
         }
     }
 #else
@@ -802,6 +843,7 @@ oct_status oct_cuda_wgmma_gemm(const oct_wgmma_args *g, int cfg, bool pdl, cudaS
     p.sa_rs = g->sa_rs;
     p.sa_ks = g->sa_ks;
     p.y = g->y;
+    p.y16 = (uintptr_t)g->y % 16 == 0;
     p.pdl = pdl;
     p.splits = splits_of(c, g->k);
     p.cnt = NULL;
