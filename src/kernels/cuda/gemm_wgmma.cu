@@ -74,7 +74,8 @@ struct Params {
 //             on alternate tiles of the CTA, so one's epilogue runs under the
 //             other's MMAs.
 //   kOneBuf   block scales with one partial-sum buffer (where two spill).
-enum : int { kSplitN = 1, kSplitK = 2, kSwap = 4, kPingPong = 8, kOneBuf = 16 };
+//   kHalves   block scales, 128 x 256: each step's MMAs in two halves (below).
+enum : int { kSplitN = 1, kSplitK = 2, kSwap = 4, kPingPong = 8, kOneBuf = 16, kHalves = 32 };
 
 template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
     static constexpr bool SN = F & kSplitN, PP = F & kPingPong;
@@ -262,12 +263,18 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     float acc[WN / 2];
     // Block scales: each K step's partial sums, in two buffers (DB) where the
     // registers allow, so that the next step's MMAs run while they are scaled.
+    // kHalves: each step's MMAs in two halves of WN / 2 columns through one buffer
+    // of half the size (WN = 256: 128 accumulators + 64, where two full buffers
+    // would need 256 more).
     constexpr bool DB = BLK && WN <= kDoubleBufMaxWN && !(F & kOneBuf);
-    float part[DB ? 2 : 1][BLK ? WN / 2 : 1];
+    constexpr bool HV = BLK && (F & kHalves);
+    static_assert(!HV || (WN == 256 && !SW && !SK && !SN && !PP), "halves: whole 128 x 256 tiles");
+    constexpr int PW = BLK ? (HV ? WN / 4 : WN / 2) : 1;
+    float part[DB ? 2 : 1][PW];
 #pragma unroll
     for (int b = 0; b < (DB ? 2 : 1); b++)
 #pragma unroll
-        for (int i = 0; i < (BLK ? WN / 2 : 1); i++)
+        for (int i = 0; i < PW; i++)
             part[b][i] = 0.0f;
     int q = 0; // the producer's step count
     // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the turn-th
@@ -321,6 +328,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             // of its token columns.
             constexpr int NSC = SW ? WN / 4 : 2;
             float w[2], sc[2][NSC];
+            [[maybe_unused]] float w1[2]; // kHalves: the second half's weight block
             auto load_scales = [&](int kb, int slot) {
                 kb = min(kb, nk - 1);
                 // (clamped: rows / columns past the end are computed, never stored)
@@ -333,6 +341,9 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
                     }
                 } else {
                     w[slot] = __ldg(p.sw + (size_t)(min(c0, p.n - 1) / 128) * p.nkb + kb);
+                    if constexpr (HV)
+                        w1[slot] =
+                            __ldg(p.sw + (size_t)(min(c0 + WN / 2, p.n - 1) / 128) * p.nkb + kb);
                     sc[slot][0] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
                     sc[slot][1] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
                 }
@@ -350,7 +361,44 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             };
             load_scales(kbeg, 0);
             load_scales(kbeg + 1, 1);
-            if constexpr (DB) {
+            if constexpr (HV) {
+                // Per step: the first half's MMAs (columns 0..WN/2-1, weight block w),
+                // wait, add them into acc[0..PW-1]; the second half's (w1) into
+                // acc[PW..2PW-1].  The other warpgroup's MMAs fill the waits.
+                auto step = [&](int kb, int slot) {
+                    const int s = q % S;
+                    oct_mbar_wait(&full[s], (q / S) & 1);
+                    const uint8_t *stage = smem + (size_t)s * T::STAGE;
+                    const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint64_t dw =
+                            oct_wgmma_desc_sw128(stage + T::A_BYTES + (wcol + h * (WN / 2)) * kBK);
+                        oct_wgmma_reg_fence(part[0]);
+                        oct_wgmma_fence();
+#pragma unroll
+                        for (int kk = 0; kk < kBK / 32; kk++)
+                            oct_wgmma_e4m3<WN / 2>(part[0], da + 2 * kk, dw + 2 * kk, kk);
+                        oct_wgmma_commit();
+                        oct_wgmma_wait<0>();
+                        oct_wgmma_reg_fence(part[0]);
+                        if (h == 1)
+                            oct_mbar_arrive(&empty[s]);
+                        const float wh = h ? w1[slot] : w[slot];
+#pragma unroll
+                        for (int i = 0; i < PW; i++)
+                            acc[h * PW + i] =
+                                fmaf(part[0][i], sc[slot][i % 4 / 2] * wh, acc[h * PW + i]);
+                    }
+                    q++;
+                    load_scales(kb + 2, slot);
+                };
+                for (int kb = kbeg; kb < kend; kb += 2) {
+                    step(kb, 0);
+                    if (kb + 1 < kend)
+                        step(kb + 1, 1);
+                }
+            } else if constexpr (DB) {
                 // Two partial-sum buffers: step kb's MMAs run while step kb - 1's
                 // partial sums are scaled and added (one commit group in flight).
                 // Every step but the first waits, unconditionally, so that ptxas
@@ -628,6 +676,8 @@ const Config kConfigs[] = {
     {"wgmma_block_64x128", 64, 128, true, launch<1, 128, 6, true>},
     {"wgmma_block_128x128", 128, 128, true, launch<2, 128, 5, true>},
     {"wgmma_block_128x128_p", 128, 128, true, launch<2, 128, 5, true>, 1},
+    {"wgmma_block_128x256", 128, 256, true, launch<2, 256, 4, true, 1, kHalves>},
+    {"wgmma_block_128x256_p", 128, 256, true, launch<2, 256, 4, true, 1, kHalves>, 1},
     {"wgmma_block_64x128_2wg", 64, 128, true, launch<2, 128, 8, true, 1, kSplitN>},
     {"wgmma_block_64x256_2wg", 64, 256, true, launch<2, 256, 5, true, 1, kSplitN | kOneBuf>},
     {"wgmma_block_64x64_2wg", 64, 64, true, launch<2, 64, 8, true, 1, kSplitN>},
