@@ -656,7 +656,9 @@ struct Config {
 // "_sw_64x": one consumer warpgroup, so twice the CTAs of "_sw_128x" (N = 4096:
 // 64 instead of 32 SMs streaming weights) without split-K's partial sums;
 // "_sw_128x8_x2" / "_sw_64x8_x4": small rings, two / four CTAs per SM, so that
-// N = 28672 (224 / 448 tiles) streams in one wave.
+// N = 28672 (224 / 448 tiles) streams in one wave.  "_block_128x256": block scales
+// on the large-M tile, each K step's MMAs in two halves (kHalves: 128 accumulators
+// leave room for a half-size partial-sum buffer only).
 const Config kConfigs[] = {
     {"wgmma_64x32", 64, 32, false, launch<1, 32, 8, false>},
     {"wgmma_64x64", 64, 64, false, launch<1, 64, 8, false>},
