@@ -1061,6 +1061,8 @@ int main(int argc, char **argv)
         check_gemm(ctx, 300, 1000, 2048);
     check_gemm(ctx, 256, 512, 256); /* the demo model's shapes: 2 and 6 K blocks */
     check_gemm(ctx, 256, 256, 768);
+    check_gemm(ctx, 1, 1536, 256); /* ... and its decode steps */
+    check_gemm(ctx, 1, 256, 768);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     check_registry();
     printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n",
