@@ -50,6 +50,9 @@ def main():
     print(f"- never slower than bf16: minimum {worst['bf16'] / worst['oct']:.2f}x "
           f"({shape(worst)} M={worst['m']})")
 
+    tally("octet dyn faster than torch's dynamic path (compiled quantizer + _scaled_mm row)",
+          rows, lambda r: r["oct"] <= r["pt_dyn"], lambda r: r["pt_dyn"] / r["oct"])
+
     def best_pre(r):
         return min(r["pt_tensor"], r["pt_row"])
     tally("octet dyn >= torch pre-quantized (best of tensor / row)", rows,
