@@ -449,6 +449,15 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     }
     RUN_WGMMA("dyn block wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                          dsb, 0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
+    {
+        uint16_t *dy16 = dy, *dy8 = dalloc((size_t)(m * n) * 2 + 16);
+        dy = (uint16_t *)((char *)dy8 + 8); /* the 4-byte stores, block scales */
+        RUN_WGMMA("dyn block wgmma(y 8-byte aligned)",
+                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
+                                          OCT_CUDA_PATH_WGMMA, NULL));
+        dy = dy16;
+        cudaFree(dy8);
+    }
     /* pre-quantized block, scales [m][k/128] as given (our GEMM reads them directly) */
     {
         uint8_t *dqa = dput(qa, (size_t)(m * k));
@@ -1063,6 +1072,9 @@ int main(int argc, char **argv)
     check_gemm(ctx, 256, 256, 768);
     check_gemm(ctx, 1, 1536, 256); /* ... and its decode steps */
     check_gemm(ctx, 1, 256, 768);
+    /* odd K-step counts (3, 5): the block paths' tails of one / two buffers and halves */
+    check_gemm(ctx, 7, 264, 384);
+    check_gemm(ctx, 130, 520, 640);
     oct_cuda_ctx_set(ctx, "gemv_tma", 0);
     check_registry();
     printf("checks: %d passed, %d failed (NaN codes differing only in sign from x86: %ld)\n",

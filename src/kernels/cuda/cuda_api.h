@@ -99,10 +99,10 @@ void oct_cuda_ctx_free(oct_cuda_ctx *ctx);
 /* Allocates the activation scratch for calls up to m x k now (a call that needs
  * more grows it with cudaMalloc, which a CUDA graph capture forbids). */
 oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k);
-/* Tuning knobs: "gemv_max_m" (auto path: the streaming kernel up to this M, with
- * per-token scales on an sm_90 device as one candidate of a per-shape measured
- * choice against octet's Hopper GEMM and cuBLASLt; also the
- * OCTET_CUDA_GEMV_MAX_M environment variable; "gemv_max_m_block" for
+/* Tuning knobs: "gemv_max_m" (auto path: the streaming kernel up to this M, on an
+ * sm_90 device as one candidate of a per-shape measured choice against octet's
+ * Hopper GEMM and cuBLASLt, and the default while a stream is captured; also the
+ * OCTET_CUDA_GEMV_MAX_M environment variable; "gemv_max_m_block" the same for
  * 1x128 / 128x128 block scales), "gemv_fused_max_m" /
  * "gemv_fused_max_mk" (per-token streaming path: quantization fused into one
  * persistent kernel up to this M and m*k; OCTET_CUDA_GEMV_FUSED_MAX_M),
@@ -113,7 +113,7 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
  * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also
  * OCTET_CUDA_WGMMA=0), "wgmma_cfg" (> 0: wherever the auto path measures its
- * choice, with per-token scales from one token, it runs tile shape wgmma_cfg - 1;
+ * choice (per-token or block scales, from one token on sm_90), it runs tile shape wgmma_cfg - 1;
  * tests), "large_gemv" (1: the streaming kernel wherever the measured choice may
  * take it, up to 64 tokens; tests), "quant_bulk" (0: the activation quantizers
  * never use the sm_90 bulk-copy kernel; 2: always where it can run),

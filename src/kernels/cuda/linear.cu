@@ -333,8 +333,8 @@ static oct_status run_lt(oct_cuda_ctx *c, const oct_wgmma_args *g, cudaStream_t 
     return oct_cuda_lt_gemm(c, g->m, g->n, g->k, g->a, g->ka, g->sa, g->w, g->kw, g->sw, g->y, st);
 }
 
-// y = a w^T on the auto path (per-token scales at any M on sm_90, else from 17
-// tokens) and at any M on a forced LT / WGMMA path.  Candidates: every
+// y = a w^T on the auto path (per-token and block scales at any M on sm_90, else
+// from 17 tokens) and at any M on a forced LT / WGMMA path.  Candidates: every
 // gemm_wgmma.cu tile shape that fits (unless path is LT or the "wgmma" knob is
 // off), cuBLASLt (when lt_ok: block scales laid out as cuBLASLt reads them, and
 // path is not WGMMA), up to 64 tokens on the auto path the streaming kernel
@@ -660,7 +660,8 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         ka = OCT_SCALE_ROW;
     }
     // (per-token and block scales on the auto path: the streaming kernel is one
-    // candidate of large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn)
+    // candidate of large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn; with
+    // the gemv_tma test knob on, the streaming kernel by rule, as there)
     const bool measured = path == OCT_CUDA_PATH_AUTO &&
                           (ka == OCT_SCALE_ROW || ka == OCT_SCALE_BLOCK128) && kw == ka &&
                           c->wgmma && !oct_cuda_gemv_use_tma && oct_cuda_device_is_sm90();
