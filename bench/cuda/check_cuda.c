@@ -323,6 +323,9 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     float *dsr = dput(w.s_row, (size_t)n * 4);
     float *dsb = dput(w.s_blk, (size_t)(((n + 127) / 128) * nkb) * 4);
     uint16_t *dy = dalloc((size_t)(m * n) * 2);
+    /* y only 8-byte aligned: the wgmma epilogue's 4-byte stores (16-byte ones need a
+     * 16-byte aligned y) */
+    uint16_t *dy8buf = dalloc((size_t)(m * n) * 2 + 16);
     char what[128];
 
 #define RUN_CHECK(label, call)                                                                     \
@@ -362,6 +365,15 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
             report(label " (no tile shape ran)", 0, "%.0f", 0.0);                                  \
     } while (0)
 
+    /* RUN_WGMMA with y at dy8buf + 8 bytes */
+#define RUN_WGMMA_Y8(label, call)                                                                  \
+    do {                                                                                           \
+        uint16_t *dy16_ = dy;                                                                      \
+        dy = (uint16_t *)((char *)dy8buf + 8);                                                     \
+        RUN_WGMMA(label, call);                                                                    \
+        dy = dy16_;                                                                                \
+    } while (0)
+
     /* per-token x per-channel */
     oct_quant_rows(OCT_FP8_E4M3FN, xf, m, k, 0.0f, qa, sa);
     oct_scaled_mm_f32(m, n, k, qa, OCT_SCALE_ROW, sa, w.q_row, OCT_SCALE_ROW, w.s_row, NULL, ref);
@@ -393,17 +405,9 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                                                       0.0f, dy, OCT_CUDA_PATH_LT, NULL));
     RUN_WGMMA("dyn token wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr,
                                                          0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
-    {
-        /* y only 8-byte aligned: the 4-byte stores of the wgmma epilogue (16-byte ones
-         * need 16-byte alignment) */
-        uint16_t *dy16 = dy, *dy8 = dalloc((size_t)(m * n) * 2 + 16);
-        dy = (uint16_t *)((char *)dy8 + 8);
-        RUN_WGMMA("dyn token wgmma(y 8-byte aligned)",
-                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
-                                          OCT_CUDA_PATH_WGMMA, NULL));
-        dy = dy16;
-        cudaFree(dy8);
-    }
+    RUN_WGMMA_Y8("dyn token wgmma(y 8-byte aligned)",
+                 oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
+                                         OCT_CUDA_PATH_WGMMA, NULL));
     if (k % 128 == 0)
         RUN_CHECK("dyn token wgmma(tuned)",
                   oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwr, OCT_SCALE_ROW, dsr, 0.0f, dy,
@@ -449,15 +453,9 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     }
     RUN_WGMMA("dyn block wgmma", oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128,
                                                          dsb, 0.0f, dy, OCT_CUDA_PATH_WGMMA, NULL));
-    {
-        uint16_t *dy16 = dy, *dy8 = dalloc((size_t)(m * n) * 2 + 16);
-        dy = (uint16_t *)((char *)dy8 + 8); /* the 4-byte stores, block scales */
-        RUN_WGMMA("dyn block wgmma(y 8-byte aligned)",
-                  oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
-                                          OCT_CUDA_PATH_WGMMA, NULL));
-        dy = dy16;
-        cudaFree(dy8);
-    }
+    RUN_WGMMA_Y8("dyn block wgmma(y 8-byte aligned)",
+                 oct_cuda_linear_fp8_dyn(ctx, m, n, k, dx, dwb, OCT_SCALE_BLOCK128, dsb, 0.0f, dy,
+                                         OCT_CUDA_PATH_WGMMA, NULL));
     /* pre-quantized block, scales [m][k/128] as given (our GEMM reads them directly) */
     {
         uint8_t *dqa = dput(qa, (size_t)(m * k));
@@ -527,6 +525,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
                  (long long)k);
         report(what, e_ < 1e-2, "rel err %.2e", e_);
     }
+#undef RUN_WGMMA_Y8
 #undef RUN_WGMMA
 #undef RUN_CHECK
     cudaFree(dx);
@@ -535,6 +534,7 @@ static void check_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k)
     cudaFree(dsr);
     cudaFree(dsb);
     cudaFree(dy);
+    cudaFree(dy8buf);
     free(x);
     free(xf);
     free(qa);

@@ -350,14 +350,27 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             };
             // acc += the step's partial sums x sa x sw (element 4j + e: row r0 / r1
             // for e < 2 / >= 2, column c / c + 1 for even / odd e).
-            auto promote = [&](const float(&d)[WN / 2], int slot) {
+            auto promote = [&](const auto &d, int slot, int h = 0) {
+                // (h: kHalves' half, columns h * WN / 2 ...; its own weight block)
+                constexpr int n = sizeof(decltype(d)) / sizeof(float);
+                float wv = w[slot];
+                if constexpr (HV)
+                    wv = h ? w1[slot] : wv;
 #pragma unroll
-                for (int j = 0; j < WN / 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float f = SW ? sc[slot][2 * j + e % 2] : sc[slot][e / 2];
-                        acc[4 * j + e] = fmaf(d[4 * j + e], f * w[slot], acc[4 * j + e]);
-                    }
+                for (int i = 0; i < n; i++) {
+                    const int j = i / 4, e = i % 4;
+                    const float f = SW ? sc[slot][2 * j + e % 2] : sc[slot][e / 2];
+                    acc[h * n + i] = fmaf(d[i], f * wv, acc[h * n + i]);
+                }
+            };
+            // Steps kbeg .. kend - 1, each with its parity's scale slot (a constant
+            // in each call of step, so the slots stay registers).
+            [[maybe_unused]] auto by_parity = [&](auto step) {
+                for (int kb = kbeg; kb < kend; kb += 2) {
+                    step(kb, 0);
+                    if (kb + 1 < kend)
+                        step(kb + 1, 1);
+                }
             };
             load_scales(kbeg, 0);
             load_scales(kbeg + 1, 1);
@@ -384,20 +397,12 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
                         oct_wgmma_reg_fence(part[0]);
                         if (h == 1)
                             oct_mbar_arrive(&empty[s]);
-                        const float wh = h ? w1[slot] : w[slot];
-#pragma unroll
-                        for (int i = 0; i < PW; i++)
-                            acc[h * PW + i] =
-                                fmaf(part[0][i], sc[slot][i % 4 / 2] * wh, acc[h * PW + i]);
+                        promote(part[0], slot, h);
                     }
                     q++;
                     load_scales(kb + 2, slot);
                 };
-                for (int kb = kbeg; kb < kend; kb += 2) {
-                    step(kb, 0);
-                    if (kb + 1 < kend)
-                        step(kb + 1, 1);
-                }
+                by_parity(step);
             } else if constexpr (DB) {
                 // Two partial-sum buffers: step kb's MMAs run while step kb - 1's
                 // partial sums are scaled and added (one commit group in flight).
@@ -444,11 +449,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
                     promote(part[0], slot);
                     load_scales(kb + 2, slot);
                 };
-                for (int kb = kbeg; kb < kend; kb += 2) {
-                    step(kb, 0);
-                    if (kb + 1 < kend)
-                        step(kb + 1, 1);
-                }
+                by_parity(step);
             }
         } else {
             sa0 = __ldg(p.sa + ra0 * p.sa_step);

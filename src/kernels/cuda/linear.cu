@@ -511,6 +511,15 @@ static bool use_gemv(const oct_cuda_ctx *c, int64_t m, int64_t k, int path, oct_
     return k % 128 == 0 && m <= max_m;
 }
 
+// Up to gemv_max_m(_block) tokens the auto path measures the streaming path
+// against octet's Hopper GEMM and cuBLASLt (large_gemm) on sm_90, unless the wgmma
+// knob is off or the gemv_tma test knob on; else the streaming path runs by rule.
+static bool small_m_measured(const oct_cuda_ctx *c, int path)
+{
+    return path == OCT_CUDA_PATH_AUTO && c->wgmma && !oct_cuda_gemv_use_tma &&
+           oct_cuda_device_is_sm90();
+}
+
 // The per-token streaming path (m <= gemv_max_m): the fused-quantization kernel
 // where it applies, else the quantizer then the persistent (or plain) streaming
 // kernel.
@@ -569,8 +578,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
             // Auto: the streaming path against octet's Hopper GEMM (its swapped
             // shapes stream the weights through the copy engine) and cuBLASLt,
             // measured per shape like the larger M.
-            if (path != OCT_CUDA_PATH_AUTO || !c->wgmma || oct_cuda_gemv_use_tma ||
-                !oct_cuda_device_is_sm90())
+            if (!small_m_measured(c, path))
                 return streamf();
             const oct_wgmma_args g = {m,    n,  k, c->q, w, OCT_SCALE_ROW, OCT_SCALE_ROW,
                                       c->s, sw, 0, 0,    yo};
@@ -583,9 +591,7 @@ extern "C" oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *c, int64_t m, int64_
                                   c->s, sw, 0, 0,    yo};
         return large_gemm(c, &g, path, true, true, st, quant, false, no_stream);
     }
-    // (on sm_90 the streaming kernel is one measured candidate at any M <= 64)
-    const bool block_gemv = gemv && !(path == OCT_CUDA_PATH_AUTO && c->wgmma &&
-                                      !oct_cuda_gemv_use_tma && oct_cuda_device_is_sm90());
+    const bool block_gemv = gemv && !small_m_measured(c, path);
     const bool mn = !block_gemv && c->lt_block_mn_major;
     s = oct_cuda_quant_groups_strided(x, m, k, c->q, c->s, mn ? 1 : nkb, mn ? m : 1, st);
     if (s != OCT_OK)
@@ -659,12 +665,9 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         sa = c->s;
         ka = OCT_SCALE_ROW;
     }
-    // (per-token and block scales on the auto path: the streaming kernel is one
-    // candidate of large_gemm's measured choice, as in oct_cuda_linear_fp8_dyn; with
-    // the gemv_tma test knob on, the streaming kernel by rule, as there)
-    const bool measured = path == OCT_CUDA_PATH_AUTO &&
-                          (ka == OCT_SCALE_ROW || ka == OCT_SCALE_BLOCK128) && kw == ka &&
-                          c->wgmma && !oct_cuda_gemv_use_tma && oct_cuda_device_is_sm90();
+    // (per-token and block scales: as in oct_cuda_linear_fp8_dyn)
+    const bool measured =
+        (ka == OCT_SCALE_ROW || ka == OCT_SCALE_BLOCK128) && kw == ka && small_m_measured(c, path);
     if (ka == kw && ka != OCT_SCALE_TENSOR && ka != OCT_SCALE_MX32 && !measured &&
         use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
