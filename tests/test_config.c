@@ -65,7 +65,7 @@ static void test_errors(void)
     CHECK(parse("{\"hidden_size\":\"64\",\"num_hidden_layers\":2,\"num_attention_heads\":4,"
                 "\"vocab_size\":100}",
                 &c, &err) == OCT_ERR_FORMAT);
-    CHECK(strstr(err.message, "hidden_size: expected an integer") != NULL);
+    CHECK(strstr(err.message, "config.json.hidden_size: line 1: expected an integer") != NULL);
     CHECK(parse("{\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
                 "\"num_key_value_heads\":3,\"vocab_size\":100}",
                 &c, &err) == OCT_ERR_FORMAT);

@@ -56,7 +56,7 @@ void oct_checkpoint_free(oct_checkpoint *ck)
     oct_free(ck->lin);
     oct_free(ck->kv);
     io_qconfig_free(ck->qc);
-    free(ck->qc_json); /* from json_dumps */
+    oct_free(ck->qc_json); /* from io_json_dump */
     oct_tensor_set_free(ck->ts);
     oct_free(ck->dir);
     oct_free(ck);
@@ -648,7 +648,7 @@ oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
     if (st == OCT_OK)
         st = oct_model_config_parse(text, len, cfg_path, &ck->cfg, err);
     if (st == OCT_OK)
-        st = io_json_parse(text, len, cfg_path, &root, err);
+        st = io_json_open(text, len, cfg_path, &root, err);
     if (st != OCT_OK)
         goto out;
     const json_t *qc = json_object_get(root, "quantization_config");
@@ -660,12 +660,12 @@ oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
     if (st != OCT_OK)
         goto out;
     if (qc)
-        ck->qc_json = json_dumps(qc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        ck->qc_json = io_json_dump(qc, JSON_COMPACT | JSON_PRESERVE_ORDER);
     st = oct_tensor_set_open(dir, &ck->ts, err);
     if (st == OCT_OK)
         st = build_all(ck, err);
 out:
-    json_decref(root);
+    io_json_close(root);
     oct_free(text);
     oct_free(cfg_path);
     if (st != OCT_OK) {

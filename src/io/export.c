@@ -252,13 +252,13 @@ static oct_status write_config(const ctx *c, const char *out_dir, const io_patte
     if (st == OCT_OK)
         st = io_read_text(src_path, OCT_JSON_MAX_FILE, &text, &len, err);
     if (st == OCT_OK)
-        st = io_json_parse(text, len, src_path, &root, err);
+        st = io_json_open(text, len, src_path, &root, err);
     if (st == OCT_OK) {
         json_t *tc = json_object_get(root, "text_config");
         if (json_is_object(tc))
             json_object_del(tc, "quantization_config");
         json_object_set_new(root, "quantization_config", make_qconfig(c, ign));
-        char *js = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char *js = io_json_dump(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!js) {
             st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         } else {
@@ -272,10 +272,10 @@ static oct_status write_config(const ctx *c, const char *out_dir, const io_patte
                 st = io_write_atomic(dst_path, withnl, jl + 1, err);
                 oct_free(withnl);
             }
-            free(js);
+            oct_free(js);
         }
     }
-    json_decref(root);
+    io_json_close(root);
     oct_free(text);
     oct_free(src_path);
     oct_free(dst_path);

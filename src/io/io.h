@@ -9,10 +9,10 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "io/json.h"
 
 /* Hard limits on what an untrusted file may make us allocate. */
 #define OCT_ST_MAX_HEADER (100u * 1024u * 1024u) /* as the safetensors crate */
-#define OCT_JSON_MAX_FILE (64u * 1024u * 1024u)  /* config.json, index.json */
 
 /* ---- files --------------------------------------------------------------- */
 /* Reads a whole (small) file into a NUL-terminated buffer (oct_free it). */
@@ -27,33 +27,7 @@ oct_status io_copy_file(const char *src, const char *dst, oct_error *err);
 /* fsyncs a directory so renames inside it are durable. */
 void io_fsync_dir(const char *dir);
 
-/* ---- JSON ---------------------------------------------------------------- */
-/* Parses JSON text; errors name `label` with line/column and byte offset. */
-oct_status io_json_parse(const char *text, size_t len, const char *label, json_t **out,
-                         oct_error *err);
-/* Typed getters.  Absent (or null) keys leave *out untouched and return OK
- * unless `required`; a value of the wrong type is OCT_ERR_FORMAT naming
- * "<where>.<key>". */
-oct_status io_json_int(const json_t *obj, const char *key, const char *where, bool required,
-                       int64_t *out, oct_error *err);
-oct_status io_json_num(const json_t *obj, const char *key, const char *where, bool required,
-                       double *out, oct_error *err);
-oct_status io_json_bool(const json_t *obj, const char *key, const char *where, bool required,
-                        bool *out, oct_error *err);
-/* *out borrows the JSON string (NULL when absent). */
-oct_status io_json_str(const json_t *obj, const char *key, const char *where, bool required,
-                       const char **out, oct_error *err);
-/* Array of strings (or absent/null -> n = 0).  *out is an oct_malloc'd array
- * of borrowed pointers. */
-oct_status io_json_str_array(const json_t *obj, const char *key, const char *where,
-                             const char ***out, int *n, oct_error *err);
-
-/* A [rows, cols] block shape (weight_block_size, block_structure): two integers
- * in 1..65536, else OCT_ERR_FORMAT naming "<where>.<key>".  Absent (or null):
- * *found = false unless `required`. */
-oct_status io_json_block_shape(const json_t *obj, const char *key, const char *where, bool required,
-                               bool *found, int64_t *rows, int64_t *cols, oct_error *err);
-
+/* ---- JSON: io/json.h ------------------------------------------------------ */
 /* ---- names --------------------------------------------------------------- */
 /* Compiled ignore / target list (exact names and "re:" patterns). */
 typedef struct io_patterns io_patterns;

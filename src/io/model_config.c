@@ -139,11 +139,11 @@ oct_status oct_model_config_parse(const char *json, size_t len, const char *labe
     copy_str(out->rope_type, sizeof out->rope_type, "default");
     copy_str(out->hidden_act, sizeof out->hidden_act, "silu");
     json_t *root = NULL;
-    oct_status st = io_json_parse(json, len, L, &root, err);
+    oct_status st = io_json_open(json, len, L, &root, err);
     if (st != OCT_OK)
         return st;
     if (!json_is_object(root)) {
-        json_decref(root);
+        io_json_close(root);
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: not a JSON object", L);
     }
     const json_t *arch = json_object_get(root, "architectures");
@@ -187,7 +187,7 @@ oct_status oct_model_config_parse(const char *json, size_t len, const char *labe
     if (!qc && json_is_object(text))
         qc = json_object_get(text, "quantization_config");
     out->has_quantization_config = qc && !json_is_null(qc);
-    json_decref(root);
+    io_json_close(root);
     return st;
 }
 

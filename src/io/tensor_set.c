@@ -96,7 +96,7 @@ static oct_status open_index(oct_tensor_set *ts, const char *dir, const char *in
     oct_status st = io_read_text(index_path, OCT_JSON_MAX_FILE, &text, &len, err);
     if (st != OCT_OK)
         return st;
-    st = io_json_parse(text, len, index_path, &root, err);
+    st = io_json_open(text, len, index_path, &root, err);
     if (st != OCT_OK)
         goto out;
     json_t *wm = json_object_get(root, "weight_map");
@@ -172,7 +172,7 @@ static oct_status open_index(oct_tensor_set *ts, const char *dir, const char *in
 out:
     oct_free(file_of);
     oct_free((void *)names);
-    json_decref(root);
+    io_json_close(root);
     oct_free(text);
     return st;
 }

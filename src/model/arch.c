@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "io/json.h"
 #include "model/model.h"
 
 typedef struct family {
@@ -30,10 +31,40 @@ static const family k_families[] = {
     {"GraniteMoeForCausalLM", false, false, true, OCT_MOE_GRANITE, false},
 };
 
-static double num_or(json_t *o, const char *key, double dflt)
+/* A float field with a default; a value of another type is an error. */
+static oct_status num_or(const json_t *o, const char *key, const char *where, float *out,
+                         oct_error *err)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : dflt;
+    double v = (double)*out;
+    oct_status st = io_json_num(o, key, where, false, &v, err);
+    *out = (float)v;
+    return st;
+}
+
+/* Sliding window, Granite's multipliers and attention bias, read from the
+ * config object `c` (text_config where there is one). */
+static oct_status arch_extras(const family *fam, const json_t *c, oct_arch *out,
+                              oct_error *err)
+{
+    const char *L = "config.json";
+    int64_t sw = 0;
+    bool use = false, bias = false;
+    OCT_TRY(io_json_int(c, "sliding_window", L, false, &sw, err));
+    OCT_TRY(io_json_bool(c, "use_sliding_window", L, false, &use, err));
+    if (sw > 0 && (fam->sliding_when_set || use))
+        out->sliding_window = sw;
+    if (fam->granite) {
+        OCT_TRY(num_or(c, "embedding_multiplier", L, &out->embedding_multiplier, err));
+        OCT_TRY(num_or(c, "residual_multiplier", L, &out->residual_multiplier, err));
+        OCT_TRY(num_or(c, "attention_multiplier", L, &out->attention_multiplier, err));
+        OCT_TRY(num_or(c, "logits_scaling", L, &out->logits_scaling, err));
+    }
+    OCT_TRY(io_json_bool(c, "attention_bias", L, false, &bias, err));
+    if (bias)
+        out->qkv_bias = out->o_bias = true;
+    if (strcmp(fam->arch, "Qwen2ForCausalLM") == 0)
+        out->o_bias = false; /* Qwen2: bias on q, k, v only */
+    return OCT_OK;
 }
 
 /* HF's llama3 RoPE frequency adjustment (transformers _compute_llama3_parameters). */
@@ -69,8 +100,8 @@ static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_
      * (transformers' default false). */
     out->norm_topk = true;
     if (kind == OCT_MOE_QWEN3) {
-        json_t *nt = json_object_get(c, "norm_topk_prob");
-        out->norm_topk = json_is_true(nt);
+        out->norm_topk = false;
+        OCT_TRY(io_json_bool(c, "norm_topk_prob", "config.json", false, &out->norm_topk, err));
         json_t *step = json_object_get(c, "decoder_sparse_step");
         if (step && !json_is_null(step) &&
             !(json_is_integer(step) && json_integer_value(step) == 1))
@@ -164,37 +195,18 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     /* Extras not in oct_model_config. */
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root)
-        return oct_error_set(err, OCT_ERR_FORMAT, jerr.position, "%s: %s (line %d)", path,
-                             jerr.text, jerr.line);
+    json_t *root = NULL;
+    oct_status st = io_json_open_file(path, OCT_JSON_MAX_FILE, &root, err);
+    if (st != OCT_OK)
+        return st;
     json_t *tc = json_object_get(root, "text_config");
     json_t *c = json_is_object(tc) ? tc : root;
-    oct_status st = OCT_OK;
-    json_t *sw = json_object_get(c, "sliding_window");
-    if (json_is_integer(sw) && json_integer_value(sw) > 0) {
-        json_t *use = json_object_get(c, "use_sliding_window");
-        if (fam->sliding_when_set || json_is_true(use))
-            out->sliding_window = json_integer_value(sw);
-    }
-    if (fam->granite) {
-        out->embedding_multiplier = (float)num_or(c, "embedding_multiplier", 1.0);
-        out->residual_multiplier = (float)num_or(c, "residual_multiplier", 1.0);
-        out->attention_multiplier =
-            (float)num_or(c, "attention_multiplier", (double)out->attention_multiplier);
-        out->logits_scaling = (float)num_or(c, "logits_scaling", 1.0);
-    }
-    if (fam->moe != OCT_MOE_NONE && (st = moe_params(dir, cfg, c, fam->moe, out, err)) != OCT_OK) {
-        json_decref(root);
+    st = arch_extras(fam, c, out, err);
+    if (st == OCT_OK && fam->moe != OCT_MOE_NONE)
+        st = moe_params(dir, cfg, c, fam->moe, out, err);
+    io_json_close(root);
+    if (st != OCT_OK)
         return st;
-    }
-    json_t *ab = json_object_get(c, "attention_bias");
-    if (json_is_true(ab))
-        out->qkv_bias = out->o_bias = true;
-    if (strcmp(fam->arch, "Qwen2ForCausalLM") == 0)
-        out->o_bias = false; /* Qwen2: bias on q, k, v only */
-    json_decref(root);
 
     int64_t half = out->head_dim / 2;
     out->inv_freq = oct_malloc((size_t)half * sizeof(float));

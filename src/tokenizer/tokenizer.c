@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "tokenizer/tok_internal.h"
 
 static oct_status nomem(oct_error *err)
@@ -248,31 +249,35 @@ static oct_status build_id_table(oct_tokenizer *t, const json_t *vocab, oct_erro
     return OCT_OK;
 }
 
-/* A token field of tokenizer_config.json: "text" or {"content": "text", ...}. */
+/* A token field of tokenizer_config.json: "text" or {"content": "text", ...}
+ * (transformers writes the object form with "__type": "AddedToken"). */
 static oct_status config_token(const json_t *cfg, const char *key, char **out, oct_error *err)
 {
     const json_t *v = json_object_get(cfg, key);
-    if (v && json_is_object(v))
+    const json_t *obj = cfg;
+    const char *k = key, *where = "tokenizer_config.json";
+    char sub[96];
+    if (v && json_is_object(v)) {
+        snprintf(sub, sizeof sub, "tokenizer_config.json.%s", key);
+        obj = v;
+        k = "content";
+        where = sub;
         v = json_object_get(v, "content");
+    }
     if (!v || json_is_null(v))
         return OCT_OK;
     if (!json_is_string(v))
-        return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                             "tokenizer_config.json: %s: expected a string or {\"content\": ...}",
-                             key);
+        return io_json_type_error(obj, k, where, "a string or {\"content\": ...}", err);
     *out = oct_strndup(json_string_value(v), json_string_length(v));
     return *out ? OCT_OK : nomem(err);
 }
 
 static oct_status parse_config(oct_tokenizer *t, const char *cfg_text, size_t len, oct_error *err)
 {
-    json_error_t je;
-    json_t *cfg = json_loadb(cfg_text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!cfg)
-        return oct_error_set(err, OCT_ERR_FORMAT, je.position,
-                             "tokenizer_config.json: line %d column %d: %s", je.line, je.column,
-                             je.text);
-    oct_status st = OCT_OK;
+    json_t *cfg = NULL;
+    oct_status st = io_json_open(cfg_text, len, "tokenizer_config.json", &cfg, err);
+    if (st != OCT_OK)
+        return st;
     if (!json_is_object(cfg)) {
         st = oct_error_set(err, OCT_ERR_FORMAT, -1, "tokenizer_config.json: expected an object");
         goto out;
@@ -282,16 +287,12 @@ static oct_status parse_config(oct_tokenizer *t, const char *cfg_text, size_t le
         (st = config_token(cfg, "unk_token", &t->unk_token, err)) ||
         (st = config_token(cfg, "pad_token", &t->pad_token, err)))
         goto out;
-    const json_t *ab = json_object_get(cfg, "add_bos_token");
-    const json_t *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab)) {
-        t->has_add_bos = true;
-        t->add_bos = json_is_true(ab);
-    }
-    if (json_is_boolean(ae)) {
-        t->has_add_eos = true;
-        t->add_eos = json_is_true(ae);
-    }
+    const char *L = "tokenizer_config.json";
+    if ((st = io_json_bool(cfg, "add_bos_token", L, false, &t->add_bos, err)) ||
+        (st = io_json_bool(cfg, "add_eos_token", L, false, &t->add_eos, err)))
+        goto out;
+    t->has_add_bos = json_is_boolean(json_object_get(cfg, "add_bos_token"));
+    t->has_add_eos = json_is_boolean(json_object_get(cfg, "add_eos_token"));
     const json_t *ct = json_object_get(cfg, "chat_template");
     if (json_is_string(ct)) {
         t->chat_template = oct_strndup(json_string_value(ct), json_string_length(ct));
@@ -310,11 +311,10 @@ static oct_status parse_config(oct_tokenizer *t, const char *cfg_text, size_t le
             }
         }
     } else if (ct && !json_is_null(ct)) {
-        st = oct_error_set(err, OCT_ERR_FORMAT, -1,
-                           "tokenizer_config.json: chat_template: expected a string or a list");
+        st = io_json_type_error(cfg, "chat_template", L, "a string or a list", err);
     }
 out:
-    json_decref(cfg);
+    io_json_close(cfg);
     return st;
 }
 
@@ -338,15 +338,13 @@ oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_
     if (!out || !tokenizer_json)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "tokenizer: NULL argument");
     *out = NULL;
-    json_error_t je;
-    json_t *root = json_loadb(tokenizer_json, tokenizer_len, 0, &je);
-    if (!root)
-        return oct_error_set(err, OCT_ERR_FORMAT, je.position,
-                             "tokenizer.json: line %d column %d: %s", je.line, je.column, je.text);
-    oct_status st = OCT_OK;
+    json_t *root = NULL;
+    oct_status st = io_json_open(tokenizer_json, tokenizer_len, "tokenizer.json", &root, err);
+    if (st != OCT_OK)
+        return st;
     oct_tokenizer *t = oct_calloc(1, sizeof *t);
     if (!t) {
-        json_decref(root);
+        io_json_close(root);
         return nomem(err);
     }
     t->bos_id = t->eos_id = -1;
@@ -399,11 +397,11 @@ oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_
         goto fail;
     t->bos_id = lookup_id(t, t->bos_token);
     t->eos_id = lookup_id(t, t->eos_token);
-    json_decref(root);
+    io_json_close(root);
     *out = t;
     return OCT_OK;
 fail:
-    json_decref(root);
+    io_json_close(root);
     oct_tokenizer_free(t);
     return st;
 }
