@@ -108,9 +108,15 @@ jv *jv_dict_get(const jdict *d, const char *key, size_t n);
 
 /* JSON <-> values. */
 jv jv_from_json(jarena *a, const json_t *j);
-/* Python json.dumps(x, ensure_ascii=False, indent=indent) (indent < 0: none);
- * false for values JSON cannot hold. */
-bool jv_to_json(const jv *v, int indent, bool sort_keys, tok_buf *out);
+/* How Python's json.dumps(x, indent=, separators=, sort_keys=, ensure_ascii=)
+ * writes: indent NULL = all on one line, else the text one level adds. */
+typedef struct jv_json_fmt {
+    const char *indent, *item_sep, *key_sep;
+    size_t indent_len, item_sep_len, key_sep_len;
+    bool sort_keys, ensure_ascii;
+} jv_json_fmt;
+/* False for values JSON cannot hold (and out of memory). */
+bool jv_to_json(const jv *v, const jv_json_fmt *fmt, tok_buf *out);
 
 bool jv_truthy(const jv *v);
 /* Python str(): the text {{ v }} prints. */

@@ -342,15 +342,60 @@ static jv filter_select(ev *e, const jnode *n, const char *name, const jv *v, co
     return out;
 }
 
+/* tojson's indent: an int (that many spaces; negative = none of them) or a
+ * string; writes the spaces to buf. */
+static bool tojson_indent(const jv *ind, jv_json_fmt *f, char *spaces, size_t cap)
+{
+    if (!ind || ind->t == JV_NONE || ind->t == JV_UNDEF)
+        return true;
+    if (ind->t == JV_STR) {
+        f->indent = ind->u.s->data;
+        f->indent_len = ind->u.s->len;
+        return true;
+    }
+    if (ind->t != JV_INT && ind->t != JV_BOOL)
+        return false;
+    int64_t n = ind->t == JV_BOOL ? ind->u.b : ind->u.i;
+    f->indent_len = n < 0 ? 0 : n > (int64_t)cap ? cap : (size_t)n;
+    memset(spaces, ' ', f->indent_len);
+    f->indent = spaces;
+    return true;
+}
+
+/* tojson's separators: a pair of strings (item, key). */
+static bool tojson_separators(const jv *sep, jv_json_fmt *f)
+{
+    if (!sep || sep->t == JV_NONE || sep->t == JV_UNDEF)
+        return true;
+    if (sep->t != JV_LIST || sep->u.l->n != 2 || sep->u.l->v[0].t != JV_STR ||
+        sep->u.l->v[1].t != JV_STR)
+        return false;
+    f->item_sep = sep->u.l->v[0].u.s->data;
+    f->item_sep_len = sep->u.l->v[0].u.s->len;
+    f->key_sep = sep->u.l->v[1].u.s->data;
+    f->key_sep_len = sep->u.l->v[1].u.s->len;
+    return true;
+}
+
+/* transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None,
+ * separators=None, sort_keys=False) with those four arguments. */
 static jv filter_tojson(ev *e, const jnode *n, const jv *v, const args *a)
 {
-    const jv *ind = arg(a, 0, "indent");
-    const jv *sk = arg(a, 3, "sort_keys");
-    int indent = ind && ind->t == JV_INT ? (int)ind->u.i : -1;
-    if (indent > 64)
-        indent = 64;
+    char spaces[64];
+    jv_json_fmt f = {.ensure_ascii = false};
+    const jv *ea = arg(a, 1, "ensure_ascii"), *sk = arg(a, 3, "sort_keys");
+    if (!tojson_indent(arg(a, 0, "indent"), &f, spaces, sizeof spaces))
+        return jev_fail(e, n, "tojson: indent must be an integer or a string");
+    f.item_sep = f.indent ? "," : ", ";
+    f.item_sep_len = strlen(f.item_sep);
+    f.key_sep = ": ";
+    f.key_sep_len = 2;
+    if (!tojson_separators(arg(a, 2, "separators"), &f))
+        return jev_fail(e, n, "tojson: separators must be a pair of strings");
+    f.ensure_ascii = ea && jv_truthy(ea);
+    f.sort_keys = sk && jv_truthy(sk);
     tok_buf b = {0};
-    if (!jv_to_json(v, indent, sk && jv_truthy(sk), &b)) {
+    if (!jv_to_json(v, &f, &b)) {
         tok_buf_free(&b);
         if (v->t == JV_UNDEF || v->t == JV_FUNC)
             return jev_fail(e, n, "tojson: Object of type %s is not JSON serializable",

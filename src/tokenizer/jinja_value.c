@@ -345,42 +345,59 @@ bool jv_to_str(const jv *v, tok_buf *out)
     return false;
 }
 
-static bool json_str(const jstr *s, tok_buf *out)
+/* \uXXXX (lowercase hex, as Python's json), a surrogate pair above U+FFFF. */
+static bool json_u_escape(uint32_t cp, tok_buf *out)
+{
+    char b[16];
+    int n = cp > 0xFFFF ? snprintf(b, sizeof b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                                   0xDC00 + ((cp - 0x10000) & 0x3FF))
+                        : snprintf(b, sizeof b, "\\u%04x", cp);
+    return tok_buf_append(out, b, (size_t)n);
+}
+
+static bool json_char(const jstr *s, size_t *i, bool ensure_ascii, tok_buf *out)
+{
+    unsigned char c = (unsigned char)s->data[*i];
+    const char *esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                                  : NULL;
+    if (esc) {
+        (*i)++;
+        return tok_buf_append(out, esc, 2);
+    }
+    if (c < 0x20 || (c >= 0x7F && ensure_ascii)) {
+        uint32_t cp = c;
+        size_t n = c < 0x20 ? 1 : tok_utf8_next(s->data + *i, s->len - *i, &cp);
+        *i += n ? n : 1;
+        return json_u_escape(cp, out);
+    }
+    (*i)++;
+    return tok_buf_putc(out, (char)c);
+}
+
+static bool json_str(const jstr *s, bool ensure_ascii, tok_buf *out)
 {
     if (!tok_buf_putc(out, '"'))
         return false;
-    for (size_t i = 0; i < s->len; i++) {
-        unsigned char c = (unsigned char)s->data[i];
-        bool ok;
-        switch (c) {
-        case '"': ok = tok_buf_append(out, "\\\"", 2); break;
-        case '\\': ok = tok_buf_append(out, "\\\\", 2); break;
-        case '\n': ok = tok_buf_append(out, "\\n", 2); break;
-        case '\r': ok = tok_buf_append(out, "\\r", 2); break;
-        case '\t': ok = tok_buf_append(out, "\\t", 2); break;
-        case '\b': ok = tok_buf_append(out, "\\b", 2); break;
-        case '\f': ok = tok_buf_append(out, "\\f", 2); break;
-        default:
-            if (c < 0x20) {
-                char b[8];
-                snprintf(b, sizeof b, "\\u%04x", c);
-                ok = tok_buf_append(out, b, 6);
-            } else {
-                ok = tok_buf_putc(out, (char)c);
-            }
-        }
-        if (!ok)
+    for (size_t i = 0; i < s->len;)
+        if (!json_char(s, &i, ensure_ascii, out))
             return false;
-    }
     return tok_buf_putc(out, '"');
 }
 
-static bool newline_indent(int indent, int depth, tok_buf *out)
+static bool newline_indent(const jv_json_fmt *f, int depth, tok_buf *out)
 {
+    if (!f->indent)
+        return true;
     if (!tok_buf_putc(out, '\n'))
         return false;
-    for (int i = 0; i < indent * depth; i++)
-        if (!tok_buf_putc(out, ' '))
+    for (int i = 0; i < depth; i++)
+        if (!tok_buf_append(out, f->indent, f->indent_len))
             return false;
     return true;
 }
@@ -393,7 +410,60 @@ static int cmp_keys(const void *x, const void *y)
     return c ? c : (a->len < b->len ? -1 : a->len > b->len);
 }
 
-static bool to_json(const jv *v, int indent, bool sort_keys, int depth, tok_buf *out)
+static bool to_json(const jv *v, const jv_json_fmt *f, int depth, tok_buf *out);
+
+static bool list_to_json(const jlist *l, const jv_json_fmt *f, int depth, tok_buf *out)
+{
+    if (l->n == 0)
+        return tok_buf_append(out, "[]", 2);
+    bool ok = tok_buf_putc(out, '[');
+    for (size_t i = 0; i < l->n && ok; i++) {
+        if (i)
+            ok = tok_buf_append(out, f->item_sep, f->item_sep_len);
+        ok = ok && newline_indent(f, depth + 1, out) && to_json(&l->v[i], f, depth + 1, out);
+    }
+    return ok && newline_indent(f, depth, out) && tok_buf_putc(out, ']');
+}
+
+/* The order dict keys are written in: as stored, or sorted (sort_keys). */
+static size_t *key_order(const jdict *d, bool sort_keys)
+{
+    size_t *order = oct_malloc(d->n * sizeof *order);
+    if (!order)
+        return NULL;
+    for (size_t i = 0; i < d->n; i++)
+        order[i] = i;
+    /* selection sort by key: dicts here are small */
+    for (size_t i = 0; sort_keys && i < d->n; i++)
+        for (size_t k = i + 1; k < d->n; k++)
+            if (cmp_keys(&d->keys[order[k]], &d->keys[order[i]]) < 0) {
+                size_t t = order[i];
+                order[i] = order[k];
+                order[k] = t;
+            }
+    return order;
+}
+
+static bool dict_to_json(const jdict *d, const jv_json_fmt *f, int depth, tok_buf *out)
+{
+    if (d->n == 0)
+        return tok_buf_append(out, "{}", 2);
+    size_t *order = key_order(d, f->sort_keys);
+    bool ok = order && tok_buf_putc(out, '{');
+    for (size_t k = 0; k < d->n && ok; k++) {
+        size_t i = order[k];
+        if (k)
+            ok = tok_buf_append(out, f->item_sep, f->item_sep_len);
+        ok = ok && newline_indent(f, depth + 1, out) &&
+             json_str(d->keys[i], f->ensure_ascii, out) &&
+             tok_buf_append(out, f->key_sep, f->key_sep_len) &&
+             to_json(&d->vals[i], f, depth + 1, out);
+    }
+    oct_free(order);
+    return ok && newline_indent(f, depth, out) && tok_buf_putc(out, '}');
+}
+
+static bool to_json(const jv *v, const jv_json_fmt *f, int depth, tok_buf *out)
 {
     switch (v->t) {
     case JV_NONE: return tok_buf_append(out, "null", 4);
@@ -406,66 +476,16 @@ static bool to_json(const jv *v, int indent, bool sort_keys, int depth, tok_buf 
             return v->u.f > 0 ? tok_buf_append(out, "Infinity", 8)
                               : tok_buf_append(out, "-Infinity", 9);
         return put_float(v->u.f, out);
-    case JV_STR: return json_str(v->u.s, out);
-    case JV_LIST: {
-        const jlist *l = v->u.l;
-        if (l->n == 0)
-            return tok_buf_append(out, "[]", 2);
-        if (!tok_buf_putc(out, '['))
-            return false;
-        for (size_t i = 0; i < l->n; i++) {
-            if (i && !(indent >= 0 ? tok_buf_putc(out, ',') : tok_buf_append(out, ", ", 2)))
-                return false;
-            if (indent >= 0 && !newline_indent(indent, depth + 1, out))
-                return false;
-            if (!to_json(&l->v[i], indent, sort_keys, depth + 1, out))
-                return false;
-        }
-        if (indent >= 0 && !newline_indent(indent, depth, out))
-            return false;
-        return tok_buf_putc(out, ']');
-    }
-    case JV_DICT: {
-        const jdict *d = v->u.d;
-        if (d->n == 0)
-            return tok_buf_append(out, "{}", 2);
-        size_t *order = oct_malloc(d->n * sizeof *order);
-        if (!order)
-            return false;
-        for (size_t i = 0; i < d->n; i++)
-            order[i] = i;
-        if (sort_keys) {
-            /* selection sort by key: dicts here are small */
-            for (size_t i = 0; i < d->n; i++)
-                for (size_t k = i + 1; k < d->n; k++)
-                    if (cmp_keys(&d->keys[order[k]], &d->keys[order[i]]) < 0) {
-                        size_t t = order[i];
-                        order[i] = order[k];
-                        order[k] = t;
-                    }
-        }
-        bool ok = tok_buf_putc(out, '{');
-        for (size_t k = 0; k < d->n && ok; k++) {
-            size_t i = order[k];
-            if (k)
-                ok = indent >= 0 ? tok_buf_putc(out, ',') : tok_buf_append(out, ", ", 2);
-            if (ok && indent >= 0)
-                ok = newline_indent(indent, depth + 1, out);
-            ok = ok && json_str(d->keys[i], out) && tok_buf_append(out, ": ", 2) &&
-                 to_json(&d->vals[i], indent, sort_keys, depth + 1, out);
-        }
-        oct_free(order);
-        if (ok && indent >= 0)
-            ok = newline_indent(indent, depth, out);
-        return ok && tok_buf_putc(out, '}');
-    }
+    case JV_STR: return json_str(v->u.s, f->ensure_ascii, out);
+    case JV_LIST: return list_to_json(v->u.l, f, depth, out);
+    case JV_DICT: return dict_to_json(v->u.d, f, depth, out);
     default: return false;
     }
 }
 
-bool jv_to_json(const jv *v, int indent, bool sort_keys, tok_buf *out)
+bool jv_to_json(const jv *v, const jv_json_fmt *fmt, tok_buf *out)
 {
-    return to_json(v, indent, sort_keys, 0, out);
+    return to_json(v, fmt, 0, out);
 }
 
 static bool is_num(const jv *v)
