@@ -35,6 +35,10 @@ case "$want" in
         need_cmd curl curl
         need_cmd node nodejs   # tests/server drive octet serve with the openai npm client
         need_cmd npm npm
+        # tests/test_chat_real.c: Jinja2 renders the reference chat templates
+        if ! /usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1; then
+            missing="$missing python3-jinja2"
+        fi
         ;;
 esac
 
