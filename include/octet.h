@@ -515,9 +515,21 @@ typedef struct oct_model_config {
     oct_dtype torch_dtype;                                       /* OCT_DT_BF16 when absent */
     int64_t n_experts, n_experts_per_tok, moe_intermediate_size; /* 0 for dense */
     int64_t bos_token_id;                                        /* -1 absent */
-    int64_t eos_token_ids[8];
+    int64_t eos_token_ids[8]; /* config.json's eos_token_id (int or list) */
     int n_eos;
+    int64_t gen_eos_token_ids[8]; /* generation_config.json's eos_token_id (checkpoint open) */
+    int n_gen_eos;
     bool has_quantization_config;
+    /* The context length vLLM derives (_get_and_verify_max_len): the smallest
+     * of max_position_embeddings, n_positions, max_seq_len, seq_length,
+     * model_max_length, max_sequence_length, max_seq_length, seq_len (2048
+     * when none is set), times rope_scaling's factor unless its type is
+     * llama3 / su / longrope (yarn: original_max_position_embeddings x
+     * factor).  A sliding window never lowers it (vLLM applies one only with
+     * --disable-sliding-window). */
+    int64_t max_model_len;
+    char max_model_len_key[40]; /* the key it came from ("default" for 2048) */
+    int64_t model_max_length;   /* config.json's model_max_length (0: absent) */
 } oct_model_config;
 
 /* Parses config.json text (`label` names it in errors).  A missing required
@@ -526,6 +538,18 @@ typedef struct oct_model_config {
 oct_status oct_model_config_parse(const char *json, size_t len, const char *label,
                                   oct_model_config *out, oct_error *err);
 oct_status oct_model_config_load(const char *path, oct_model_config *out, oct_error *err);
+
+/* The max_model_len to run with, as vLLM decides it: `requested` <= 0 takes
+ * c->max_model_len; a larger request than that is OCT_ERR_INVALID_ARG (vLLM's
+ * text) unless it is <= config.json's model_max_length or the environment has
+ * OCTET_ALLOW_LONG_MAX_MODEL_LEN=1 (then a warning is logged). */
+oct_status oct_model_config_max_len(const oct_model_config *c, int64_t requested, int64_t *out,
+                                    oct_error *err);
+
+/* The end-of-sequence ids generation stops on: config.json's eos_token_id
+ * together with generation_config.json's (vLLM adds the latter to the stop
+ * ids), without duplicates.  Returns how many were written (at most cap). */
+int oct_model_config_eos_ids(const oct_model_config *c, int32_t *out, int cap);
 
 /* ---- the canonical per-linear description ------------------------------- */
 typedef enum {
@@ -842,6 +866,8 @@ uint64_t oct_plan_peak_bytes(const oct_plan *p);
 int64_t oct_plan_n_quantized(const oct_plan *p);
 /* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ..."). */
 const char *oct_plan_summary(const oct_plan *p);
+/* The checkpoint the plan describes (format, scheme, config); owned by the plan. */
+const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p);
 
 oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
                           oct_error *err);

@@ -30,6 +30,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: octet eval --model DIR (--text FILE | --token-ids FILE) [options]\n%s"
             "  --window N                  tokens per window (default 256)\n"
+            "  --max-model-len N           context limit (default: derived from config.json as\n"
+            "                              vLLM does); a window longer than it is an error\n"
             "  --max-tokens N              stop after N tokens of input\n"
             "  --no-compare                with a quantization, skip the unquantized run\n"
             "  --baseline-model DIR        compare with this (unquantized) model instead,\n"
@@ -176,7 +178,7 @@ int cli_eval(int argc, char **argv)
     model_args ma;
     model_args_init(&ma);
     const char *text = NULL, *idfile = NULL, *baseline = NULL;
-    int64_t window = 256, max_tokens = 0;
+    int64_t window = 256, max_tokens = 0, max_model_len = 0;
     bool json = false, compare = true;
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, argc, argv, &i, "eval");
@@ -201,6 +203,12 @@ int cli_eval(int argc, char **argv)
             idfile = argv[++i];
         } else if (has && strcmp(f, "--window") == 0) {
             window = atoll(argv[++i]);
+        } else if (has && strcmp(f, "--max-model-len") == 0) {
+            max_model_len = atoll(argv[++i]);
+            if (max_model_len <= 0) {
+                fprintf(stderr, "octet eval: --max-model-len must be a positive integer\n");
+                return 2;
+            }
         } else if (has && strcmp(f, "--max-tokens") == 0) {
             max_tokens = atoll(argv[++i]);
         } else {
@@ -269,6 +277,17 @@ int cli_eval(int argc, char **argv)
         if ((rc = model_args_load(&mb, "eval", &b.m)) != 0)
             goto out;
         rc = 1;
+    }
+    if (oct_model_config_max_len(oct_model_get_config(q.m), max_model_len, &max_model_len, &err) !=
+        OCT_OK) {
+        fprintf(stderr, "octet eval: %s\n", err.message);
+        goto out;
+    }
+    if (window > max_model_len) {
+        fprintf(stderr,
+                "octet eval: --window %lld is longer than the maximum model length of %lld\n",
+                (long long)window, (long long)max_model_len);
+        goto out;
     }
     int64_t V = oct_model_vocab_size(q.m);
     if (b.m && oct_model_vocab_size(b.m) != V) {

@@ -24,6 +24,9 @@ static void usage(FILE *f)
         "%s"
         "  --chat                      wrap the prompt in the model's chat template\n"
         "  --max-tokens N              tokens to generate (default 64)\n"
+        "  --max-model-len N           prompt + output tokens (default: derived from config.json\n"
+        "                              as vLLM does; more is an error unless\n"
+        "                              OCTET_ALLOW_LONG_MAX_MODEL_LEN=1)\n"
         "  --temperature T             0 = greedy (default 0.8)\n"
         "  --top-p P  --top-k K  --min-p P  --seed S\n"
         "  --repetition-penalty R  --presence-penalty P  --frequency-penalty F\n"
@@ -113,7 +116,7 @@ int cli_generate(int argc, char **argv)
     model_args ma;
     model_args_init(&ma);
     const char *prompt = NULL, *prompt_ids = NULL;
-    int64_t max_tokens = 64;
+    int64_t max_tokens = 64, max_model_len = 0;
     bool json = false, chat = false, ignore_eos = false;
     const char *stops[16];
     int n_stops = 0;
@@ -156,6 +159,12 @@ int cli_generate(int argc, char **argv)
             prompt_ids = argv[++i];
         } else if (has && strcmp(f, "--max-tokens") == 0) {
             max_tokens = atoll(argv[++i]);
+        } else if (has && strcmp(f, "--max-model-len") == 0) {
+            max_model_len = atoll(argv[++i]);
+            if (max_model_len <= 0) {
+                fprintf(stderr, "octet generate: --max-model-len must be a positive integer\n");
+                return 2;
+            }
         } else if (has && strcmp(f, "--temperature") == 0) {
             sp.temperature = strtof(argv[++i], NULL);
         } else if (has && strcmp(f, "--top-p") == 0) {
@@ -251,6 +260,24 @@ int cli_generate(int argc, char **argv)
         fprintf(stderr, "octet generate: the prompt encodes to no tokens\n");
         goto out;
     }
+    const oct_model_config *cfg = oct_model_get_config(m);
+    if ((st = oct_model_config_max_len(cfg, max_model_len, &max_model_len, &err)) != OCT_OK) {
+        fprintf(stderr, "octet generate: %s\n", err.message);
+        goto out;
+    }
+    if (ids.n > max_model_len) {
+        fprintf(stderr,
+                "octet generate: The decoder prompt (length %lld) is longer than the maximum "
+                "model length of %lld.\n",
+                (long long)ids.n, (long long)max_model_len);
+        goto out;
+    }
+    if (max_tokens > max_model_len - ids.n)
+        max_tokens = max_model_len - ids.n; /* vLLM stops at max_model_len tokens */
+    int32_t eos_ids[24];
+    int n_eos_ids = oct_model_config_eos_ids(cfg, eos_ids, 23);
+    if (tok && oct_tokenizer_eos_id(tok) >= 0)
+        eos_ids[n_eos_ids++] = oct_tokenizer_eos_id(tok);
     if ((st = oct_session_create(m, 1, ids.n + max_tokens + 1, &sess, &err)) != OCT_OK ||
         oct_sampler_create(&sp, V, &smp) != OCT_OK ||
         (tok && oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK)) {
@@ -274,8 +301,6 @@ int cli_generate(int argc, char **argv)
         hist[i] = ids.ids[i];
     }
     want[ids.n - 1] = true;
-    const oct_model_config *cfg = oct_model_get_config(m);
-    int32_t eos_tok = tok ? oct_tokenizer_eos_id(tok) : -1;
     for (int i = 0; i < n_stops; i++)
         max_stop = strlen(stops[i]) > max_stop ? strlen(stops[i]) : max_stop;
     double t1 = now_s();
@@ -291,9 +316,9 @@ int cli_generate(int argc, char **argv)
         }
         out_ids[n_out++] = next;
         hist[n_hist++] = next;
-        bool is_eos = next == eos_tok;
-        for (int e = 0; e < cfg->n_eos; e++)
-            is_eos |= next == cfg->eos_token_ids[e];
+        bool is_eos = false;
+        for (int e = 0; e < n_eos_ids; e++)
+            is_eos |= next == eos_ids[e];
         for (int64_t e = 0; e < stop_ids.n; e++)
             is_eos |= next == stop_ids.ids[e];
         const char *piece;

@@ -31,6 +31,20 @@ int cli_inspect_plan(model_args *ma, bool as_json)
             json_array_append_new(layers, e);
         }
         json_object_set_new(o, "model", json_string(ma->model));
+        const oct_checkpoint *ck = oct_plan_checkpoint(p);
+        const oct_model_config *cfg = oct_checkpoint_config(ck);
+        json_object_set_new(o, "architecture", json_string(cfg->architecture));
+        json_object_set_new(o, "format",
+                            json_string(oct_ckpt_format_str(oct_checkpoint_format(ck))));
+        json_object_set_new(o, "checkpoint_scheme", json_string(oct_checkpoint_scheme(ck)));
+        json_object_set_new(o, "max_model_len", json_integer((json_int_t)cfg->max_model_len));
+        json_object_set_new(o, "max_model_len_key", json_string(cfg->max_model_len_key));
+        int32_t eos[24];
+        int n_eos = oct_model_config_eos_ids(cfg, eos, 24);
+        json_t *ea = json_array();
+        for (int e = 0; e < n_eos; e++)
+            json_array_append_new(ea, json_integer(eos[e]));
+        json_object_set_new(o, "eos_token_ids", ea);
         json_object_set_new(o, "summary", json_string(oct_plan_summary(p)));
         json_object_set_new(o, "layers", layers);
         json_object_set_new(o, "quantized_layers", json_integer(oct_plan_n_quantized(p)));
@@ -43,7 +57,10 @@ int cli_inspect_plan(model_args *ma, bool as_json)
         free(s);
         json_decref(o);
     } else {
-        printf("plan for %s\n%s\n\n", ma->model, oct_plan_summary(p));
+        const oct_model_config *cfg = oct_checkpoint_config(oct_plan_checkpoint(p));
+        printf("plan for %s\n%s\n", ma->model, oct_plan_summary(p));
+        printf("architecture %s, max_model_len %lld (%s)\n\n", cfg->architecture,
+               (long long)cfg->max_model_len, cfg->max_model_len_key);
         int wn = 5, wg = 7; /* column widths from the longest names */
         for (int64_t i = 0; i < n; i++) {
             const oct_plan_layer *l = oct_plan_layer_at(p, i);

@@ -648,10 +648,16 @@ oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
     if (st == OCT_OK)
         st = oct_model_config_parse(text, len, cfg_path, &ck->cfg, err);
     if (st == OCT_OK)
+        st = io_generation_config_read(dir, &ck->cfg, err);
+    if (st == OCT_OK)
         st = io_json_open(text, len, cfg_path, &root, err);
     if (st != OCT_OK)
         goto out;
+    /* vLLM reads "compression_config" when "quantization_config" is absent
+     * (llm-compressor / compressed-tensors < 0.6 wrote that name). */
     const json_t *qc = json_object_get(root, "quantization_config");
+    if (!qc)
+        qc = json_object_get(root, "compression_config");
     if (!qc && json_is_object(json_object_get(root, "text_config")))
         qc = json_object_get(json_object_get(root, "text_config"), "quantization_config");
     if (qc && json_is_null(qc))

@@ -19,6 +19,9 @@
 oct_status io_read_text(const char *path, size_t max_size, char **out, size_t *len, oct_error *err);
 /* "dir/name" into a fresh buffer (oct_free it); NULL on NOMEM. */
 char *io_path_join(const char *dir, const char *name);
+/* generation_config.json of `dir` (optional): its eos_token_id into
+ * c->gen_eos_token_ids (a wrong type is an error naming file, key, line). */
+oct_status io_generation_config_read(const char *dir, oct_model_config *c, oct_error *err);
 bool io_file_exists(const char *path);
 /* Writes `len` bytes to path atomically: path.tmp, fsync, rename. */
 oct_status io_write_atomic(const char *path, const void *data, size_t len, oct_error *err);

@@ -6,6 +6,7 @@
  * num_attention_heads, vocab_size.  Defaults follow transformers'
  * LlamaConfig. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
@@ -35,6 +36,98 @@ static oct_status parse_rope(const json_t *rs, const char *where, oct_model_conf
                         &c->rope_original_max_position_embeddings, err));
     /* transformers 5 moved rope_theta into rope_parameters. */
     OCT_TRY(io_json_num(rs, "rope_theta", where, false, &c->rope_theta, err));
+    return OCT_OK;
+}
+
+/* eos_token_id: an integer or a list of integers (generation_config.json
+ * and config.json both write either). */
+static oct_status parse_eos(const json_t *m, const char *L, int64_t *ids, int *n, oct_error *err)
+{
+    const json_t *eos = json_object_get(m, "eos_token_id");
+    if (!eos || json_is_null(eos))
+        return OCT_OK;
+    if (json_is_integer(eos)) {
+        ids[0] = (int64_t)json_integer_value(eos);
+        *n = 1;
+        return OCT_OK;
+    }
+    if (!json_is_array(eos))
+        return io_json_type_error(m, "eos_token_id", L, "an integer or a list of integers", err);
+    size_t i;
+    const json_t *v;
+    *n = 0;
+    json_array_foreach(eos, i, v)
+    {
+        if (!json_is_integer(v))
+            return io_json_type_error(m, "eos_token_id", L, "an integer or a list of integers",
+                                      err);
+        if (*n < 8)
+            ids[(*n)++] = (int64_t)json_integer_value(v);
+    }
+    return OCT_OK;
+}
+
+/* vLLM's _get_and_verify_max_len (vllm/config), the derivation half: the
+ * smallest of the length keys, 2048 when none is set, then rope scaling. */
+static oct_status derive_max_len(const json_t *m, const char *L, oct_model_config *c,
+                                 oct_error *err)
+{
+    static const char *const keys[] = {
+        "max_position_embeddings", "n_positions",         "max_seq_len",    "seq_length",
+        "model_max_length",        "max_sequence_length", "max_seq_length", "seq_len"};
+    double derived = -1.0;
+    const char *key = "default";
+    for (size_t i = 0; i < OCT_ARRAY_LEN(keys); i++) {
+        int64_t v = -1;
+        OCT_TRY(io_json_limit(m, keys[i], L, false, &v, err));
+        if (v < 0)
+            continue;
+        if (strcmp(keys[i], "model_max_length") == 0)
+            c->model_max_length = v;
+        /* "no limit" (int(1e30)): vLLM takes the number itself, min() then
+         * ignores it whenever another key is set. */
+        double d = v == INT64_MAX ? 1e30 : (double)v;
+        if (derived < 0 || d < derived) {
+            derived = d;
+            key = keys[i];
+        }
+    }
+    if (derived < 0)
+        derived = 2048.0;
+    /* rope_scaling (transformers 4) or rope_parameters (transformers 5). */
+    const json_t *rs = json_object_get(m, "rope_scaling");
+    const char *rs_key = "rope_scaling";
+    if (!json_is_object(rs)) {
+        rs = json_object_get(m, "rope_parameters");
+        rs_key = "rope_parameters";
+    }
+    if (json_is_object(rs)) {
+        char where[200];
+        snprintf(where, sizeof where, "%s.%s", L, rs_key);
+        const char *type = NULL;
+        OCT_TRY(io_json_str(rs, "rope_type", where, false, &type, err));
+        if (!type)
+            OCT_TRY(io_json_str(rs, "type", where, false, &type, err));
+        if (!type)
+            type = "default";
+        if (strcmp(type, "su") != 0 && strcmp(type, "longrope") != 0 &&
+            strcmp(type, "llama3") != 0) {
+            double factor = 1.0;
+            OCT_TRY(io_json_num(rs, "factor", where, false, &factor, err));
+            if (strcmp(type, "yarn") == 0) {
+                int64_t orig = 0;
+                OCT_TRY(
+                    io_json_int(rs, "original_max_position_embeddings", where, true, &orig, err));
+                derived = (double)orig;
+            }
+            derived *= factor;
+        }
+    }
+    if (!(derived >= 1.0))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: the maximum model length derived from %s is %g", L, key, derived);
+    c->max_model_len = derived > 9.2e18 ? INT64_MAX : (int64_t)derived;
+    copy_str(c->max_model_len_key, sizeof c->max_model_len_key, key);
     return OCT_OK;
 }
 
@@ -74,26 +167,8 @@ static oct_status parse_model(const json_t *m, const char *L, oct_model_config *
     c->head_dim = 0;
     OCT_TRY(io_json_int(m, "head_dim", L, false, &c->head_dim, err));
     OCT_TRY(io_json_int(m, "bos_token_id", L, false, &c->bos_token_id, err));
-    const json_t *eos = json_object_get(m, "eos_token_id");
-    if (json_is_integer(eos)) {
-        c->eos_token_ids[0] = (int64_t)json_integer_value(eos);
-        c->n_eos = 1;
-    } else if (json_is_array(eos)) {
-        size_t i;
-        const json_t *v;
-        c->n_eos = 0;
-        json_array_foreach(eos, i, v)
-        {
-            if (!json_is_integer(v))
-                return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                     "%s.eos_token_id[%zu]: expected an integer", L, i);
-            if (c->n_eos < (int)OCT_ARRAY_LEN(c->eos_token_ids))
-                c->eos_token_ids[c->n_eos++] = (int64_t)json_integer_value(v);
-        }
-    } else if (eos && !json_is_null(eos)) {
-        return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                             "%s.eos_token_id: expected an integer or a list", L);
-    }
+    OCT_TRY(parse_eos(m, L, c->eos_token_ids, &c->n_eos, err));
+    OCT_TRY(derive_max_len(m, L, c, err));
     return OCT_OK;
 }
 
@@ -184,6 +259,8 @@ oct_status oct_model_config_parse(const char *json, size_t len, const char *labe
     if (st == OCT_OK)
         st = check_sizes(out, L, err);
     const json_t *qc = json_object_get(root, "quantization_config");
+    if (!qc)
+        qc = json_object_get(root, "compression_config");
     if (!qc && json_is_object(text))
         qc = json_object_get(text, "quantization_config");
     out->has_quantization_config = qc && !json_is_null(qc);
@@ -200,5 +277,83 @@ oct_status oct_model_config_load(const char *path, oct_model_config *out, oct_er
         return st;
     st = oct_model_config_parse(text, len, path, out, err);
     oct_free(text);
+    return st;
+}
+
+oct_status oct_model_config_max_len(const oct_model_config *c, int64_t requested, int64_t *out,
+                                    oct_error *err)
+{
+    if (!c || !out)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "oct_model_config_max_len: bad arguments");
+    int64_t derived = c->max_model_len > 0 ? c->max_model_len : 2048;
+    if (requested <= 0) {
+        *out = derived;
+        return OCT_OK;
+    }
+    if (requested > derived && !(c->model_max_length > 0 && requested <= c->model_max_length)) {
+        char mml[32] = "None";
+        if (c->model_max_length > 0)
+            snprintf(mml, sizeof mml, "%lld", (long long)c->model_max_length);
+        const char *allow = getenv("OCTET_ALLOW_LONG_MAX_MODEL_LEN");
+        if (allow && atoi(allow) == 1) {
+            OCT_WARN("User-specified max_model_len (%lld) is greater than the derived "
+                     "max_model_len (%s=%lld or model_max_length=%s in model's config.json). "
+                     "This may lead to incorrect model outputs. Make sure the value is correct "
+                     "and within the model context size.",
+                     (long long)requested, c->max_model_len_key, (long long)derived, mml);
+        } else {
+            return oct_error_set(
+                err, OCT_ERR_INVALID_ARG, -1,
+                "User-specified max_model_len (%lld) is greater than the derived max_model_len "
+                "(%s=%lld or model_max_length=%s in model's config.json). This may lead to "
+                "incorrect model outputs. To allow overriding this maximum, set the env var "
+                "OCTET_ALLOW_LONG_MAX_MODEL_LEN=1",
+                (long long)requested, c->max_model_len_key, (long long)derived, mml);
+        }
+    }
+    *out = requested;
+    return OCT_OK;
+}
+
+int oct_model_config_eos_ids(const oct_model_config *c, int32_t *out, int cap)
+{
+    int n = 0;
+    if (!c || !out)
+        return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const int64_t *ids = pass ? c->gen_eos_token_ids : c->eos_token_ids;
+        int m = pass ? c->n_gen_eos : c->n_eos;
+        for (int i = 0; i < m && n < cap; i++) {
+            if (ids[i] < 0 || ids[i] > INT32_MAX)
+                continue;
+            bool dup = false;
+            for (int j = 0; j < n; j++)
+                dup |= out[j] == (int32_t)ids[i];
+            if (!dup)
+                out[n++] = (int32_t)ids[i];
+        }
+    }
+    return n;
+}
+
+oct_status io_generation_config_read(const char *dir, oct_model_config *c, oct_error *err)
+{
+    c->n_gen_eos = 0;
+    char *path = io_path_join(dir, "generation_config.json");
+    if (!path)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    if (!io_file_exists(path)) {
+        oct_free(path);
+        return OCT_OK; /* optional file */
+    }
+    json_t *root = NULL;
+    oct_status st = io_json_open_file(path, OCT_JSON_MAX_FILE, &root, err);
+    if (st == OCT_OK && !json_is_object(root))
+        st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: not a JSON object", path);
+    if (st == OCT_OK)
+        st = parse_eos(root, path, c->gen_eos_token_ids, &c->n_gen_eos, err);
+    io_json_close(root);
+    oct_free(path);
     return st;
 }

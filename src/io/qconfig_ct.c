@@ -238,9 +238,13 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
     int n_list = 0;
     char where[320];
     OCT_TRY(io_json_str(qc, "quantization_status", label, false, &status, err));
-    if (status && strcmp(status, "compressed") != 0)
+    /* "frozen": what compressed-tensors < 0.6 wrote into saved checkpoints
+     * (the weights are compressed on save all the same; vLLM does not look at
+     * the status).  Earlier lifecycle states mean the weights are not FP8. */
+    if (status && strcmp(status, "compressed") != 0 && strcmp(status, "frozen") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                             "%s.quantization_status: '%s' is not supported (only \"compressed\")",
+                             "%s.quantization_status: '%s' is not supported (\"compressed\" or "
+                             "\"frozen\")",
                              label, status);
     OCT_TRY(io_json_str(qc, "format", label, false, &gfmt, err));
     if (!fmt_ok(gfmt) && strcmp(gfmt, "mixed-precision") != 0)

@@ -718,3 +718,8 @@ const char *oct_plan_summary(const oct_plan *p)
 {
     return p->summary;
 }
+
+const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p)
+{
+    return p ? p->ckpt : NULL;
+}

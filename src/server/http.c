@@ -621,12 +621,18 @@ oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const
                        : model_dir             ? model_dir
                                                : "octet";
     snprintf(s->model_name, sizeof s->model_name, "%s", name);
-    for (int i = 0; i < cfg->n_eos && s->n_eos < 15; i++)
-        s->eos[s->n_eos++] = (int32_t)cfg->eos_token_ids[i];
-    if (oct_tokenizer_eos_id(tok) >= 0)
-        s->eos[s->n_eos++] = oct_tokenizer_eos_id(tok);
-    if (s->o.max_model_len <= 0)
-        s->o.max_model_len = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : 2048;
+    /* Stop ids as vLLM's: the tokenizer's eos plus config.json's and
+     * generation_config.json's eos_token_id. */
+    s->n_eos = oct_model_config_eos_ids(cfg, s->eos, 15);
+    int32_t tok_eos = oct_tokenizer_eos_id(tok);
+    bool have = false;
+    for (int i = 0; i < s->n_eos; i++)
+        have |= s->eos[i] == tok_eos;
+    if (tok_eos >= 0 && !have)
+        s->eos[s->n_eos++] = tok_eos;
+    if ((st = oct_model_config_max_len(cfg, s->o.max_model_len, &s->o.max_model_len, err)) !=
+        OCT_OK)
+        goto fail;
     if (s->o.max_model_len < 2 || s->o.max_num_seqs <= 0 || s->o.max_connections <= 0 ||
         s->o.idle_timeout_s < 0 || s->o.max_body_bytes == 0 || s->o.max_json_depth <= 0 ||
         s->o.max_n <= 0) {
