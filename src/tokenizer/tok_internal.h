@@ -95,9 +95,14 @@ void tok_mergemap_free(tok_mergemap *m);
 
 /* ----------------------------------------------------------------- regex */
 
-/* Compiles `pattern` with PCRE2_UTF | PCRE2_UCP (so \p{L}, \s and \w are
- * Unicode-aware like the Oniguruma regexes `tokenizers` uses) and JITs it
- * when possible.  `what` names the JSON field for the error message. */
+/* The regex with its Unicode classes (\p{..}, \w, \d, \s) rewritten into
+ * the code-point ranges of Hugging Face tokenizers' Unicode (regex_unicode.c);
+ * NUL-terminated in out. */
+oct_status tok_regex_unicode(const char *pat, size_t len, tok_buf *out, oct_error *err);
+/* Compiles `pattern` with PCRE2_UTF | PCRE2_UCP after tok_regex_unicode
+ * (unless `literal`), so its classes mean what they mean to the Oniguruma
+ * regexes of `tokenizers`, and JITs it when possible.  `what` names the JSON
+ * field for the error message. */
 oct_status tok_regex_compile(const char *pattern, size_t len, bool literal, pcre2_code **out,
                              const char *what, oct_error *err);
 

@@ -419,18 +419,21 @@ oct_status tok_regex_compile(const char *pattern, size_t len, bool literal, pcre
         }
         if (!tok_buf_append(&esc, "", 0))
             goto nomem;
-        pattern = esc.data;
-        len = esc.len;
+    } else {
+        oct_status st = tok_regex_unicode(pattern, len, &esc, err);
+        if (st != OCT_OK) {
+            tok_buf_free(&esc);
+            return st;
+        }
     }
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &ec, &eoff, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)esc.data, esc.len, opts, &ec, &eoff, NULL);
     if (re)
         tok_buf_free(&esc);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                      "%s: cannot compile regex '%.200s' at offset %zu: %s", what, pattern,
-                      (size_t)eoff, (const char *)msg);
+        oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: cannot compile regex '%.200s': %s", what,
+                      pattern, (const char *)msg);
         tok_buf_free(&esc);
         return OCT_ERR_UNSUPPORTED;
     }
