@@ -10,8 +10,12 @@
  * where Jinja2 raises, octet must fail too, and for the template's own
  * raise_exception(...) its message must contain the template's message.
  * Models without a chat_template run only the cases that bring a template.
- * The `octet tokenize --chat` CLI is checked on one model as well. */
+ * `octet tokenize --chat` is checked on a few cases of every model with a
+ * template: its text must be Jinja2's, and its --json ids those of Hugging
+ * Face's Rust tokenizers (tests/tokenizers/reference.mjs) for Jinja2's text
+ * encoded without special tokens, as apply_chat_template(tokenize=True). */
 #include <jansson.h>
+#include <sys/wait.h>
 
 #include "octet.h"
 #include "testlib.h"
@@ -24,6 +28,7 @@ static const char *g_build = "build";
 static char g_root[512];
 static bool g_tokenizers_ready;
 static bool g_jinja_ready;
+static bool g_has_template[OCT_ARRAY_LEN_T(k_models)];
 
 static void setup(void)
 {
@@ -118,7 +123,7 @@ static bool check_case(const oct_tokenizer *tok, const char *model, const json_t
     return ok;
 }
 
-static void check_model(const char *model)
+static void check_model(const char *model, bool *has_template_out)
 {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/models/%s", g_root, model);
@@ -132,6 +137,7 @@ static void check_model(const char *model)
     json_t *ref = reference(model);
     CHECKF(json_array_size(ref) == json_array_size(cases), "%s: no Jinja2 reference", model);
     bool has_template = oct_tokenizer_chat_template(tok) != NULL;
+    *has_template_out = has_template;
     tally t = {0};
     for (size_t i = 0; i < json_array_size(cases) && i < json_array_size(ref); i++) {
         const json_t *c = json_array_get(cases, i);
@@ -146,17 +152,180 @@ static void check_model(const char *model)
     oct_tokenizer_free(tok);
 }
 
+/* ------------------------------------------------------------------ CLI */
+
+/* Few, as each CLI run loads a tokenizer (up to a second for Gemma-3's). */
+static const char *const k_cli_cases[] = {"declared_tools", "user_only_no_generation_prompt",
+                                          "roles_not_alternating"};
+
+static bool write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fputs(text, f) >= 0;
+    return f && fclose(f) == 0 && ok;
+}
+
+/* Runs a shell command; returns its stdout and exit status. */
+static char *run_capture(const char *cmd, int *rc)
+{
+    FILE *f = popen(cmd, "r");
+    size_t cap = 1 << 16, len = 0, n;
+    char *buf = malloc(cap);
+    while (f && buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0)
+        if ((len += n) + 1024 > cap)
+            buf = realloc(buf, cap *= 2);
+    int st = f ? pclose(f) : -1;
+    *rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (buf)
+        buf[len] = 0;
+    return buf;
+}
+
+/* `octet tokenize --chat` on case c; the rendered text or ids (json). */
+static char *cli_render(const char *model, const json_t *c, bool json, int *rc)
+{
+    char msgs[1024], extra[1024], cmd[4096];
+    const char *name = json_string_value(json_object_get(c, "name"));
+    snprintf(msgs, sizeof msgs, "%s/tests/chat_real/%s.%s.messages.json", g_build, model, name);
+    snprintf(extra, sizeof extra, "%s/tests/chat_real/%s.%s.extra.json", g_build, model, name);
+    char *m = json_dumps(json_object_get(c, "messages"), 0);
+    char *x = dump_or_null(json_object_get(c, "extra"));
+    bool ok = m && write_text(msgs, m) && (!x || write_text(extra, x));
+    snprintf(cmd, sizeof cmd, "%s/octet tokenize --model %s/models/%s --chat @%s%s%s%s%s 2>&1",
+             g_build, g_root, model, msgs, x ? " --chat-extra @" : "", x ? extra : "",
+             json_is_true(json_object_get(c, "add_generation_prompt")) ? ""
+                                                                       : " --no-generation-prompt",
+             json ? " --json" : "");
+    free(m);
+    free(x);
+    return ok ? run_capture(cmd, rc) : NULL;
+}
+
+static const json_t *find_case(const json_t *cases, const char *name, size_t *index)
+{
+    for (size_t i = 0; i < json_array_size(cases); i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(cases, i), "name")), name) == 0)
+            return *index = i, json_array_get(cases, i);
+    return NULL;
+}
+
+/* Checks the CLI's text against Jinja2's; appends Jinja2's text to corpus
+ * and the CLI's --json ids to ids (both only for cases that render). */
+static bool cli_case(const char *model, const json_t *c, const json_t *want, json_t *corpus,
+                     json_t *ids)
+{
+    int rc, rc_ids;
+    char *got = cli_render(model, c, false, &rc);
+    const char *want_text = json_string_value(json_object_get(want, "text"));
+    const char *want_err = json_string_value(json_object_get(want, "error"));
+    bool ok = got && (want_text ? rc == 0 && strcmp(got, want_text) == 0
+                                : rc == 1 && strstr(got, want_err) != NULL);
+    if (!ok)
+        printf("  cli %s/%s: rc %d, output [%.300s]\n", model,
+               json_string_value(json_object_get(c, "name")), rc, got ? got : "");
+    if (want_text) {
+        char *j = cli_render(model, c, true, &rc_ids);
+        json_error_t je;
+        json_t *arr = j && rc_ids == 0 ? json_loads(j, 0, &je) : NULL;
+        ok &= arr != NULL;
+        json_array_append_new(corpus, json_string(want_text));
+        json_array_append_new(ids, arr ? arr : json_null());
+        free(j);
+    }
+    free(got);
+    return ok;
+}
+
+/* The Rust library's ids (no special tokens added) of each corpus text. */
+static json_t *rust_ids(const char *model, const json_t *corpus)
+{
+    char path[1024], out[1024], cmd[4096];
+    snprintf(path, sizeof path, "%s/tests/chat_real/%s.cli_corpus.jsonl", g_build, model);
+    snprintf(out, sizeof out, "%s/tests/chat_real/%s.cli_rust.jsonl", g_build, model);
+    FILE *f = fopen(path, "wb");
+    for (size_t i = 0; f && i < json_array_size(corpus); i++)
+        json_dumpf(json_array_get(corpus, i), f, JSON_ENCODE_ANY), fputc('\n', f);
+    if (!f || fclose(f) != 0)
+        return NULL;
+    snprintf(cmd, sizeof cmd, "node %s/reference.mjs %s/models/%s/tokenizer.json %s %s", g_root,
+             g_root, model, path, out);
+    if (system(cmd) != 0)
+        return NULL;
+    json_t *plain = json_array();
+    f = fopen(out, "rb");
+    json_error_t je;
+    json_t *line;
+    while (f && (line = json_loadf(f, JSON_DISABLE_EOF_CHECK, &je)) != NULL) {
+        json_array_append(plain, json_object_get(line, "plain"));
+        json_decref(line);
+    }
+    if (f)
+        fclose(f);
+    return plain;
+}
+
+static void cli_model(const char *model, const json_t *cases)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/chat_real/%s.json", g_build, model);
+    json_error_t je;
+    json_t *ref = json_load_file(path, 0, &je);
+    REQUIRE(ref);
+    json_t *corpus = json_array(), *ids = json_array();
+    int n_ok = 0, n = 0;
+    for (size_t k = 0; k < OCT_ARRAY_LEN_T(k_cli_cases); k++, n++) {
+        size_t i = 0;
+        const json_t *c = find_case(cases, k_cli_cases[k], &i);
+        REQUIRE(c);
+        n_ok += cli_case(model, c, json_array_get(ref, i), corpus, ids);
+    }
+    json_t *rust = rust_ids(model, corpus);
+    CHECKF(rust && json_array_size(rust) == json_array_size(ids), "%s: no Rust ids", model);
+    int n_ids = 0;
+    for (size_t i = 0; rust && i < json_array_size(ids); i++) {
+        bool same = json_equal(json_array_get(ids, i), json_array_get(rust, i));
+        CHECKF(same, "%s: --json ids of text %zu differ from the Rust library's", model, i);
+        n_ids += same;
+    }
+    CHECK(n_ok == n);
+    printf("%s: octet tokenize --chat: %d of %d texts as Jinja2, %d of %zu --json id lists as "
+           "the Rust tokenizers library\n",
+           model, n_ok, n, n_ids, json_array_size(ids));
+    json_decref(rust);
+    json_decref(corpus);
+    json_decref(ids);
+    json_decref(ref);
+}
+
+static void test_cli_chat(void)
+{
+    REQUIRE(g_tokenizers_ready);
+    REQUIRE(g_jinja_ready);
+    json_error_t je;
+    json_t *root = json_load_file(k_cases, 0, &je);
+    REQUIRE(root);
+    int n_models = 0;
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(k_models); i++)
+        if (g_has_template[i]) {
+            cli_model(k_models[i], json_object_get(root, "cases"));
+            n_models++;
+        }
+    CHECKF(n_models >= 5, "only %d models with a chat template", n_models);
+    json_decref(root);
+}
+
 static void test_real_chat_templates(void)
 {
     REQUIRE(g_tokenizers_ready);
     REQUIRE(g_jinja_ready);
     for (size_t i = 0; i < OCT_ARRAY_LEN_T(k_models); i++)
-        check_model(k_models[i]);
+        check_model(k_models[i], &g_has_template[i]);
 }
 
 int main(void)
 {
     setup();
     RUN(test_real_chat_templates);
+    RUN(test_cli_chat);
     return testlib_finish();
 }

@@ -1,6 +1,10 @@
 /* tokenize.c — `octet tokenize`: text -> token ids exactly as Hugging Face
  * tokenizers.Tokenizer.from_file("DIR/tokenizer.json").encode(text).ids
- * (post-processor applied, nothing else added), plus a speed benchmark. */
+ * (post-processor applied, nothing else added), plus a speed benchmark, and
+ * --chat: the model's chat template rendered with messages (as transformers'
+ * apply_chat_template), printed as text or, with --json, as the ids
+ * apply_chat_template(tokenize=True) gives (no special tokens added: the
+ * template writes its own BOS). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +16,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: octet tokenize --model DIR (--text TEXT | --file FILE) [--json]\n"
                  "                      [--no-special-tokens] [--decode] [--bench [--seconds S]]\n"
+                 "       octet tokenize --model DIR --chat MESSAGES [--no-generation-prompt]\n"
+                 "                      [--chat-extra JSON] [--json]\n"
                  "  --text TEXT          encode one text\n"
                  "  --file FILE          encode each line of FILE (without its '\\n') as one text\n"
                  "  --json               one JSON array of ids per line (default: ids separated by "
@@ -19,7 +25,14 @@ static void usage(FILE *out)
                  "  --no-special-tokens  do not apply the post-processor (no BOS etc.)\n"
                  "  --decode             also print the decoded text of each line's ids\n"
                  "  --bench              time encoding of the input (default: built-in English)\n"
-                 "                       on one core and print MB/s\n");
+                 "                       on one core and print MB/s\n"
+                 "  --chat MESSAGES      render the chat template with a JSON array of messages\n"
+                 "                       (inline, or @FILE) and print the text; with --json,\n"
+                 "                       its ids (encoded without adding special tokens)\n"
+                 "  --no-generation-prompt  add_generation_prompt=false (default: true)\n"
+                 "  --chat-extra JSON    extra template variables, a JSON object (inline or\n"
+                 "                       @FILE), e.g. '{\"enable_thinking\": false, \"tools\": "
+                 "[...]}'\n");
 }
 
 static double now_s(void)
@@ -66,6 +79,52 @@ static void print_ids(const oct_token_ids *ids, bool json)
     if (json)
         putchar(']');
     putchar('\n');
+}
+
+/* An argument that is inline text or, as "@FILE", FILE's contents; caller
+ * frees *owned (NULL for inline text). */
+static const char *inline_or_file(const char *arg, char **owned)
+{
+    size_t len;
+    *owned = NULL;
+    if (arg[0] != '@')
+        return arg;
+    *owned = read_all(arg + 1, &len);
+    if (!*owned)
+        fprintf(stderr, "octet tokenize: cannot read %s\n", arg + 1);
+    return *owned;
+}
+
+/* --chat: renders and prints the text, or its ids with --json. */
+static int chat(const oct_tokenizer *tok, const char *messages_arg, const char *extra_arg,
+                bool add_generation_prompt, bool json)
+{
+    char *msgs_owned, *extra_owned = NULL, *text = NULL;
+    const char *msgs = inline_or_file(messages_arg, &msgs_owned);
+    const char *extra = extra_arg ? inline_or_file(extra_arg, &extra_owned) : NULL;
+    oct_token_ids ids = {0};
+    oct_error err;
+    size_t len = 0;
+    int rc = 1;
+    if (!msgs || (extra_arg && !extra))
+        goto out;
+    if (oct_chat_render_json(tok, NULL, msgs, extra, add_generation_prompt, &text, &len, &err) !=
+            OCT_OK ||
+        (json && oct_tokenizer_encode(tok, text, len, false, &ids, &err) != OCT_OK)) {
+        fprintf(stderr, "octet tokenize: %s\n", err.message);
+        goto out;
+    }
+    if (json)
+        print_ids(&ids, true);
+    else
+        fwrite(text, 1, len, stdout);
+    rc = 0;
+out:
+    oct_token_ids_free(&ids);
+    oct_tokenizer_text_free(text);
+    free(msgs_owned);
+    free(extra_owned);
+    return rc;
 }
 
 /* Built-in English for --bench when no input is given. */
@@ -120,8 +179,8 @@ static int bench(const oct_tokenizer *tok, const char *text, size_t len, double 
 
 int cli_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *text = NULL, *file = NULL;
-    bool json = false, special = true, decode = false, do_bench = false;
+    const char *model = NULL, *text = NULL, *file = NULL, *chat_msgs = NULL, *chat_extra = NULL;
+    bool json = false, special = true, decode = false, do_bench = false, gen_prompt = true;
     double seconds = 2.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -135,6 +194,12 @@ int cli_tokenize(int argc, char **argv)
             text = argv[++i];
         } else if (strcmp(a, "--file") == 0 && has_val) {
             file = argv[++i];
+        } else if (strcmp(a, "--chat") == 0 && has_val) {
+            chat_msgs = argv[++i];
+        } else if (strcmp(a, "--chat-extra") == 0 && has_val) {
+            chat_extra = argv[++i];
+        } else if (strcmp(a, "--no-generation-prompt") == 0) {
+            gen_prompt = false;
         } else if (strcmp(a, "--seconds") == 0 && has_val) {
             seconds = atof(argv[++i]);
         } else if (strcmp(a, "--json") == 0) {
@@ -151,7 +216,9 @@ int cli_tokenize(int argc, char **argv)
             return 2;
         }
     }
-    if (!model || (!do_bench && !text == !file) || (text && file)) {
+    bool chat_mode = chat_msgs != NULL;
+    if (!model || (!do_bench && !chat_mode && !text == !file) || (text && file) ||
+        (chat_mode && (text || file || do_bench || decode)) || (chat_extra && !chat_mode)) {
         usage(stderr);
         return 2;
     }
@@ -160,6 +227,11 @@ int cli_tokenize(int argc, char **argv)
     if (oct_tokenizer_load(model, &tok, &err) != OCT_OK) {
         fprintf(stderr, "octet tokenize: %s\n", err.message);
         return 1;
+    }
+    if (chat_mode) {
+        int chat_rc = chat(tok, chat_msgs, chat_extra, gen_prompt, json);
+        oct_tokenizer_free(tok);
+        return chat_rc;
     }
     char *data = NULL;
     size_t data_len = 0;
