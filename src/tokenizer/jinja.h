@@ -62,6 +62,7 @@ typedef struct jv {
 typedef struct jlist {
     jv *v;
     size_t n, cap;
+    bool is_tuple; /* a tuple literal or an items() pair: only its repr differs */
 } jlist;
 
 typedef struct jdict {
@@ -186,7 +187,7 @@ typedef enum {
     JN_OR,
     JN_NOT,
     JN_COND, /* kids[1] if kids[0] else kids[2] (kids[2] may be NULL) */
-    JN_LIST, /* kids */
+    JN_LIST, /* kids; op "()" for a tuple */
     JN_DICT, /* kids: key, value, key, value... */
 } jnode_kind;
 

@@ -547,6 +547,8 @@ jv jev_apply_filter(ev *e, const jnode *n, const char *name, const jv *v, const 
         for (size_t i = 0; out.t == JV_LIST && i < v->u.d->n; i++) {
             jv pair = jv_list_new(e->a);
             jv k = {JV_STR, {.s = v->u.d->keys[i]}};
+            if (pair.t == JV_LIST)
+                pair.u.l->is_tuple = true;
             if (pair.t != JV_LIST || !jv_list_push(e->a, pair.u.l, k) ||
                 !jv_list_push(e->a, pair.u.l, v->u.d->vals[i]) ||
                 !jv_list_push(e->a, out.u.l, pair))

@@ -581,6 +581,7 @@ static jv eval(ev *e, const jnode *n)
             r = jev_nomem(e);
             break;
         }
+        r.u.l->is_tuple = n->op[0] == '(';
         for (size_t i = 0; i < n->kids.n && !e->failed; i++)
             if (!jv_list_push(e->a, r.u.l, eval(e, n->kids.v[i])))
                 r = jev_nomem(e);
@@ -829,6 +830,23 @@ oct_status jinja_eval(const jnodes *prog, jarena *a, jdict *ctx, tok_buf *out, o
     return OCT_OK;
 }
 
+/* The source as Jinja's lexer sees it: \r\n and \r become \n and one trailing
+ * newline is dropped (keep_trailing_newline=False).  NULL when out of memory. */
+static char *normalize_newlines(jarena *a, const char *src, size_t *len)
+{
+    char *s = jarena_alloc(a, *len + 1);
+    size_t n = 0;
+    for (size_t i = 0; s && i < *len; i++) {
+        bool crlf = src[i] == '\r' && i + 1 < *len && src[i + 1] == '\n';
+        s[n++] = src[i] == '\r' ? '\n' : src[i];
+        i += crlf;
+    }
+    if (s && n && s[n - 1] == '\n')
+        n--;
+    *len = n;
+    return s;
+}
+
 oct_status jinja_render(const char *src, size_t len, const json_t *ctx, tok_buf *out,
                         oct_error *err)
 {
@@ -838,7 +856,9 @@ oct_status jinja_render(const char *src, size_t len, const json_t *ctx, tok_buf 
     a.limit = (size_t)512 << 20;
     jtoks toks = {0};
     jnodes prog = {0};
-    oct_status st = jinja_lex(src, len, &a, &toks, err);
+    src = normalize_newlines(&a, src, &len);
+    oct_status st = src ? jinja_lex(src, len, &a, &toks, err)
+                        : oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     if (!st)
         st = jinja_parse(&toks, &a, &prog, err);
     if (!st) {

@@ -214,10 +214,11 @@ static jnode *primary(parser *p)
         jnode *e = expr(p);
         if (!e)
             return NULL;
-        if (is_op(p, ",")) { /* a tuple: kept as a list */
+        if (is_op(p, ",")) { /* a tuple: a list that prints as a tuple */
             n = node(p, JN_LIST);
             if (!n || !add(p, &n->kids, e))
                 return NULL;
+            memcpy(n->op, "()", 3);
             while (is_op(p, ",")) {
                 advance(p);
                 if (is_op(p, ")"))

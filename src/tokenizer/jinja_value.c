@@ -306,12 +306,15 @@ bool jv_repr(const jv *v, tok_buf *out)
     switch (v->t) {
     case JV_STR: return repr_str(v->u.s, out);
     case JV_LIST: {
-        if (!tok_buf_putc(out, '['))
+        const jlist *l = v->u.l;
+        if (!tok_buf_putc(out, l->is_tuple ? '(' : '['))
             return false;
-        for (size_t i = 0; i < v->u.l->n; i++)
-            if ((i && !tok_buf_append(out, ", ", 2)) || !jv_repr(&v->u.l->v[i], out))
+        for (size_t i = 0; i < l->n; i++)
+            if ((i && !tok_buf_append(out, ", ", 2)) || !jv_repr(&l->v[i], out))
                 return false;
-        return tok_buf_putc(out, ']');
+        if (l->is_tuple && l->n == 1 && !tok_buf_putc(out, ','))
+            return false;
+        return tok_buf_putc(out, l->is_tuple ? ')' : ']');
     }
     case JV_DICT: {
         const jdict *d = v->u.d;
