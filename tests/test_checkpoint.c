@@ -394,9 +394,9 @@ static void test_unsupported(void)
     expect_unsupported("{\"quant_method\":\"quark\",\"global_quant_config\":{}}",
                        "export key should be included");
     expect_unsupported(
-        "{\"quant_method\":\"compressed-tensors\",\"quantization_status\":\"frozen\","
+        "{\"quant_method\":\"compressed-tensors\",\"quantization_status\":\"calibration\","
         "\"config_groups\":{}}",
-        "quantization_status: 'frozen'");
+        "quantization_status: 'calibration'");
     expect_unsupported("{\"quant_method\":\"fbgemm_fp8\"}", "activation_scale_ub");
     expect_unsupported(
         "{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"targets\":["

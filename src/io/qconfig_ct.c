@@ -256,8 +256,10 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
     if (sp && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.sparsity_config: sparse checkpoints are not supported", label);
+    /* compressed-tensors >= 0.11 writes "transform_config": {} when there is
+     * none (vLLM tests it for truth: {} is no transform). */
     const json_t *tc = json_object_get(qc, "transform_config");
-    if (tc && !json_is_null(tc))
+    if (tc && !json_is_null(tc) && !(json_is_object(tc) && json_object_size(tc) == 0))
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.transform_config: transforms are not supported", label);
     const json_t *groups = json_object_get(qc, "config_groups");
