@@ -4,9 +4,9 @@
  * /usr/bin/python3 and python3-jinja2; missing = failure, not a skip).
  *
  * tools/real_tokenizers.sh puts the unmodified tokenizer files of the models
- * in $BUILD/tests/real_tokenizers/models/.  Every case of
- * tests/fixtures/chat_cases.json is rendered with each model's template (or
- * the case's own template): octet's text must be byte-identical to Jinja2's;
+ * in build/npm/real_tokenizers/models/ (results go to $BUILD/tests/chat_real/).
+ * Every case of tests/fixtures/chat_cases.json is rendered with each model's
+ * template (or the case's own): octet's text must be byte-identical to Jinja2's;
  * where Jinja2 raises, octet must fail too, and for the template's own
  * raise_exception(...) its message must contain the template's message.
  * Models without a chat_template run only the cases that bring a template.
@@ -25,7 +25,7 @@ static const char *const k_models[] = {"llama3", "llama3_1", "qwen3",          "
 static const char k_cases[] = "tests/fixtures/chat_cases.json";
 
 static const char *g_build = "build";
-static char g_root[512];
+static const char *const g_root = "build/npm/real_tokenizers";
 static bool g_tokenizers_ready;
 static bool g_jinja_ready;
 static bool g_has_template[OCT_ARRAY_LEN_T(k_models)];
@@ -35,9 +35,7 @@ static void setup(void)
     if (getenv("BUILD"))
         g_build = getenv("BUILD");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "tools/real_tokenizers.sh %s", g_build);
-    g_tokenizers_ready = system(cmd) == 0;
-    snprintf(g_root, sizeof g_root, "%s/tests/real_tokenizers", g_build);
+    g_tokenizers_ready = system("tools/real_tokenizers.sh") == 0;
     g_jinja_ready = system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") == 0;
     if (!g_jinja_ready)
         fprintf(stderr, "test_chat_real: /usr/bin/python3 cannot import jinja2: install "
