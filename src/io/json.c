@@ -84,8 +84,8 @@ static bool vec_push(u32_vec *v, uint32_t x)
 
 static bool is_token_char(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '+' || c == '.';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '+' || c == '.';
 }
 
 /* An integer literal (-?digits) that int64 cannot hold. */
@@ -115,7 +115,7 @@ static bool needs_rewrite(const char *t, size_t n)
 }
 
 typedef struct {
-    text_buf out; /* rewritten text; empty while nothing needed rewriting */
+    text_buf out;  /* rewritten text; empty while nothing needed rewriting */
     size_t copied; /* bytes of the input already in `out` */
     u32_vec key_lines;
 } scan_state;

@@ -43,8 +43,7 @@ static oct_status num_or(const json_t *o, const char *key, const char *where, fl
 
 /* Sliding window, Granite's multipliers and attention bias, read from the
  * config object `c` (text_config where there is one). */
-static oct_status arch_extras(const family *fam, const json_t *c, oct_arch *out,
-                              oct_error *err)
+static oct_status arch_extras(const family *fam, const json_t *c, oct_arch *out, oct_error *err)
 {
     const char *L = "config.json";
     int64_t sw = 0;

@@ -29,8 +29,7 @@ static bool put_gap(tok_buf *b, uint32_t lo, uint32_t hi)
         return true;
     if (hi < 0xD800 || lo > 0xDFFF)
         return put_range(b, lo, hi);
-    return (lo >= 0xD800 || put_range(b, lo, 0xD7FF)) &&
-           (hi <= 0xDFFF || put_range(b, 0xE000, hi));
+    return (lo >= 0xD800 || put_range(b, lo, 0xD7FF)) && (hi <= 0xDFFF || put_range(b, 0xE000, hi));
 }
 
 static bool put_ranges(tok_buf *b, const tok_cp_set *s, bool negate)

@@ -13,7 +13,7 @@ typedef struct {
 } tok_cp_range;
 
 typedef struct {
-    const char *name; /* "L", "Lu", ..., "\\w", "\\d", "\\s" */
+    const char *name;           /* "L", "Lu", ..., "\\w", "\\d", "\\s" */
     const tok_cp_range *ranges; /* [n] sorted, disjoint, not adjacent */
     size_t n;
 } tok_cp_set;
