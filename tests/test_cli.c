@@ -210,6 +210,61 @@ static void test_errors_name_the_problem(void)
     }
 }
 
+/* A folder as transformers' save_pretrained writes it (tests/fixtures/
+ * save_pretrained, tools/make_save_pretrained_fixture.py): its
+ * tokenizer_config.json has model_max_length = int(1e30) and its template
+ * lives in chat_template.jinja.  Every command runs on it. */
+static void test_save_pretrained_folder(void)
+{
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    char dir[200], cmd[4096];
+    snprintf(dir, sizeof dir, "%.150s/tests/save_pretrained", build);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && mkdir -p %s && cp tests/fixtures/save_pretrained/*.json "
+             "tests/fixtures/save_pretrained/*.jinja %s/ && cp models/demo/config.json "
+             "models/demo/generation_config.json models/demo/tokenizer.json "
+             "models/demo/model.safetensors %s/",
+             dir, dir, dir, dir);
+    REQUIRE(system(cmd) == 0);
+    static const char *const cmds[][2] = {
+        {"tokenize", "--text 'Hello world' --json"},
+        {"tokenize", "--chat '[{\"role\": \"user\", \"content\": \"Hi\"}]'"},
+        {"generate", "--prompt 'The jury said' --max-tokens 4 --temperature 0 --json"},
+        {"generate", "--prompt Hi --chat --max-tokens 4 --temperature 0 --json"},
+        {"eval", "--text models/demo/eval.txt --max-tokens 256 --json"},
+        {"inspect", "--json"},
+        {"inspect", "--plan --quantization fp8_per_block --json"},
+        {"quantize", "--scheme FP8_DYNAMIC --format compressed-tensors --out"},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[1024], *out = NULL;
+        bool to_dir = strcmp(cmds[i][0], "quantize") == 0;
+        snprintf(args, sizeof args, "%s --model %s %s%s%s", cmds[i][0], dir, cmds[i][1],
+                 to_dir ? " " : "", to_dir ? dir : "");
+        if (to_dir)
+            strcat(args, "-fp8");
+        int rc = run(args, true, &out);
+        CHECKF(rc == 0, "octet %s: rc %d: %.300s", args, rc, out);
+        free(out);
+    }
+    /* The max length comes from config.json, never from the tokenizer's int(1e30). */
+    char args[700];
+    snprintf(args, sizeof args, "inspect --model %s --plan --json", dir);
+    json_t *plan = run_json(args);
+    CHECK(plan && json_integer_value(json_object_get(plan, "max_model_len")) == 1024);
+    json_decref(plan);
+    /* serve: one completion, then a clean shutdown. */
+    snprintf(cmd, sizeof cmd,
+             "( %s serve --model %s --port 0 > %s/serve.log 2>&1 & echo $! > %s/serve.pid ); "
+             "for i in $(seq 100); do p=$(grep -o '127.0.0.1:[0-9]*' %s/serve.log | head -1 | "
+             "cut -d: -f2); [ -n \"$p\" ] && break; sleep 0.1; done; "
+             "curl -sf -H 'Content-Type: application/json' -d '{\"prompt\": \"Hello\", "
+             "\"max_tokens\": 4}' http://127.0.0.1:$p/v1/completions | grep -q '\"text\"'; "
+             "rc=$?; kill $(cat %s/serve.pid); wait; exit $rc",
+             g_bin, dir, dir, dir, dir, dir);
+    CHECKF(system(cmd) == 0, "octet serve on %s (see %s/serve.log)", dir, dir);
+}
+
 int main(void)
 {
     const char *build = getenv("BUILD");
@@ -220,5 +275,6 @@ int main(void)
     RUN(test_inspect_and_tokenize_json);
     RUN(test_errors_name_the_problem);
     RUN(test_cuda_backend);
+    RUN(test_save_pretrained_folder);
     return testlib_finish();
 }

@@ -44,7 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* quantization_config of a checkpoint (the object itself, or the
      * config's "quantization_config" member) */
-    json_t *root = json_loadb(z, len, 0, NULL);
+    json_t *root = NULL;
+    if (io_json_open(z, len, "fuzz/config.json", &root, &err) != OCT_OK)
+        root = NULL;
     if (root) {
         json_t *qc = json_object_get(root, "quantization_config");
         io_qconfig *iq = NULL;
@@ -62,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         io_qconfig_free(iq);
-        json_decref(root);
+        io_json_close(root);
     }
 
     /* --quantization + --quantization-config */
