@@ -1,5 +1,5 @@
 /* test_cli.c — the command line as users and other tools call it: the JSON
- * fields the issues name (generate, eval, inspect, tokenize), exit codes, and
+ * fields docs/CLI.md documents (generate, eval, inspect, tokenize), exit codes, and
  * error messages that name what is wrong.  Runs $BUILD/octet (so `make asan`
  * checks the ASan binary) on the bundled demo model. */
 #include <jansson.h>

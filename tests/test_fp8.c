@@ -182,7 +182,7 @@ static void test_decode_all_codes(void)
             }
         }
     }
-    /* Spot values from the spec's bit-layout table. */
+    /* Spot values from the format table of docs/NUMERICS.md. */
     CHECK(oct_fp8_decode(OCT_FP8_E4M3FN, 0x7E) == 448.0f);
     CHECK(oct_fp8_decode(OCT_FP8_E4M3FN, 0x01) == ldexpf(1.0f, -9));
     CHECK(isnan(oct_fp8_decode(OCT_FP8_E4M3FN, 0xFF)));
@@ -196,8 +196,9 @@ static void test_decode_all_codes(void)
     CHECK(isnan(oct_fp8_decode(OCT_FP8_E8M0FNU, 0xFF)));
 }
 
-/* Spec §9 case 1 and 8 as named expectations (independent of the fixture). */
-static void test_spec_edge_cases(void)
+/* The e4m3fn cast boundaries and the e8m0 cases of docs/NUMERICS.md §Encoding as
+ * named expectations (independent of the fixture). */
+static void test_named_edge_cases(void)
 {
     struct {
         oct_fp8_format f;
@@ -271,7 +272,7 @@ int main(void)
     RUN(test_f16_every_pattern);
     RUN(test_f32_edges_and_random);
     RUN(test_decode_all_codes);
-    RUN(test_spec_edge_cases);
+    RUN(test_named_edge_cases);
     RUN(test_bad_arguments);
     RUN(test_half_helpers);
     if (g_have)

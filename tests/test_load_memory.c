@@ -1,7 +1,8 @@
 /* test_load_memory.c — streaming online quantization keeps the peak resident
  * memory of loading at most the FP8 model + the largest layer in BF16 + 10%
- * (issue 6).  A ~1 GB BF16 Llama checkpoint is written on the fly (streamed,
- * random weights), then a fresh child process loads it with
+ * (octet's loading goal, docs/BENCHMARKS.md §Performance goals).  A ~1 GB
+ * BF16 Llama checkpoint is written on the fly (streamed, random weights), then
+ * a fresh child process loads it with
  * --quantization fp8_per_block and reports its peak RSS (VmHWM).
  *
  * Under ASan the bound is not checked: ASan's shadow memory and its 256 MB

@@ -2,7 +2,8 @@
  * tools/make_model_fixtures.py on an H200: tiny random Llama (llama3 RoPE,
  * tied embeddings), Mistral (sliding window 8), Qwen2 (qkv bias), Qwen3 (q/k
  * norm, head_dim != hidden/heads), Granite (multipliers)); plus the online
- * quantization config contract (spec §3) on the bundled demo model. */
+ * quantization config (docs/MODEL.md §Online quantization config) on the
+ * bundled demo model. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -220,7 +221,7 @@ static void test_online_schemes_and_ignore(void)
     CHECK(q0 && strcmp(q0->scheme, "bf16") == 0 && strcmp(q0->ignore_rule, "re:.*[qkv]_proj") == 0);
     CHECK(d0 && strcmp(d0->scheme, "fp8_per_tensor") == 0 && !d0->ignore_rule);
     oct_plan_free(p);
-    /* re:.*qkv_proj matches no shard name: nothing ignored (spec §3.5 rule 3) */
+    /* re:.*qkv_proj matches no shard name: nothing ignored (docs/MODEL.md §The plan) */
     REQUIRE(plan("fp8_per_tensor", "{\"ignore\": [\"re:.*qkv_proj\"]}", &p, &err) == OCT_OK);
     CHECK(strcmp(find(p, "model.layers.0.self_attn.v_proj")->scheme, "fp8_per_tensor") == 0);
     oct_plan_free(p);

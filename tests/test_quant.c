@@ -1,5 +1,5 @@
 /* test_quant.c — every quantization scheme against PyTorch (fixture made by
- * tools/make_fp8_fixtures.py: the spec's formulas written with torch ops on an
+ * tools/make_fp8_fixtures.py: docs/NUMERICS.md's formulas written with torch ops on an
  * H200), plus the documented edge behaviour. */
 #include <math.h>
 

@@ -22,7 +22,7 @@ fp8_casts.safetensors — what `tensor.to(torch.float8_*)` gives:
   own: octet defines SAT == NONSAT for it, and the fixture stores the plain cast
   under both names.
 
-quant_ref.safetensors — the scale rules of ../shared/docs/fp8-formats-spec.md §2
+quant_ref.safetensors — the scale rules of docs/NUMERICS.md §Quantization schemes
 written with torch ops (see each case below); inputs and outputs are stored.
 """
 import math

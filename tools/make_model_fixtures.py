@@ -150,11 +150,12 @@ def make_one(out, idx, name, cfg, ids):
 
 
 # ---------------------------------------------------------------- fake quant
-# octet's online schemes written with torch ops (docs/NUMERICS.md, spec §5):
+# octet's online schemes written with torch ops (docs/NUMERICS.md, docs/KERNELS.md
+# §Semantics):
 # q/k/v and gate/up quantized as the fused matrices octet and vLLM run;
 # activations per token (fp8_per_tensor), 1x128 groups (fp8_per_block, the
 # last group of a row partial) or 1x32 MX blocks (mxfp8, OCP recipe).  The
-# matmul is W8A8 as the spec defines it: FP8 codes multiplied exactly,
+# matmul is W8A8 as docs/KERNELS.md §Semantics defines it: FP8 codes multiplied exactly,
 # accumulated, and scaled in the epilogue -- Y = sa * (sb * sum(a*b)) for
 # per-token x per-tensor, and sum over K blocks of (sum_kb(a*b) * sa) * sb for
 # blocks and MX -- not a matmul of dequantized values (that rounds every

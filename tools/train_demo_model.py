@@ -71,8 +71,8 @@ def stream(tok, lines, bos, eos):
 
 # ---------------------------------------------------------------- fake quant
 # The reference of tools/make_model_fixtures.py (octet's scale rules, fused
-# q/k/v and gate/up, W8A8 with epilogue scaling as spec §5); FP8_DYNAMIC is the
-# per-channel export `octet quantize` writes.
+# q/k/v and gate/up, W8A8 with epilogue scaling as docs/KERNELS.md §Semantics);
+# FP8_DYNAMIC is the per-channel export `octet quantize` writes.
 SCHEMES = ("fp8_per_tensor", "fp8_per_block", "mxfp8", "FP8_DYNAMIC")
 
 
@@ -366,7 +366,7 @@ newcomer without internet access still sees octet run a real model end to end.
 Scored as `octet eval --text eval.txt` does: each non-empty line is BOS + line + EOS,
 non-overlapping windows of {SEQ} tokens, each from an empty context; fp32 compute from
 the BF16 weights. FP8 rows are PyTorch fake quantization of every Linear layer except
-lm_head, with octet's scale rules (docs/NUMERICS.md) and W8A8 as spec §5 defines it (FP8
+lm_head, with octet's scale rules (docs/NUMERICS.md) and W8A8 as docs/KERNELS.md defines it (FP8
 products summed, scales applied in the epilogue); q/k/v and gate/up are quantized as the
 fused matrices vLLM and octet run (one per-tensor scale per fused weight). The reference is
 `fake_quant` in tools/make_model_fixtures.py:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench_gemm_cuda.py — the issue-8 table in one process on one GPU: torch's own
-linear kernels (the yardstick) next to octet's CUDA kernels called through ctypes.
+"""bench_gemm_cuda.py — the CUDA GEMM tables of docs/BENCHMARKS.md in one process on one
+GPU: torch's own linear kernels (the yardstick) next to octet's CUDA kernels called through
+ctypes.
 
     bench/cuda/build.sh && python3 bench/cuda/bench_gemm_cuda.py [--out DIR]
         [--lib build/cuda_bench/liboctet_cuda.so] [--ms 1,2,4,...] [--shapes 4096x6144,...]

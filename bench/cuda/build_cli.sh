@@ -2,7 +2,7 @@
 # build_cli.sh — builds `octet` with the CUDA kernels on the GPU machine, whose
 # image has nvcc but not jansson / PCRE2 / libmicrohttpd / OpenBLAS:
 #   here (Debian):   bench/cuda/build_cli.sh --pack   copies the jansson and PCRE2
-#                    headers and static libraries into build/devlibs (carry it)
+#                    headers and static libraries into build/devlibs (copy it there)
 #   there:           bench/cuda/build_cli.sh          -> $B/octet
 # The binary is the real CLI except `serve` and `bench` (bench/cuda/cli_device_stubs.c
 # says so when called); it links liboctet_cuda.so from bench/cuda/build.sh (run

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# device_run.sh — one call on the GPU machine: build, check, sanitize, time; logs
+# device_run.sh — one run on the GPU machine: build, check, sanitize, time; logs
 # under $OUT (default build/cuda_bench/out), a compact summary printed last.
 #   bench/cuda/device_run.sh ab     small-M A/B: streaming-path variants, M <= 16
 #   bench/cuda/device_run.sh full   the docs/BENCHMARKS.md table (all M, all shapes; the
@@ -13,7 +13,7 @@
 #   bench/cuda/device_run.sh check  check_cuda --check-only and memcheck only
 #   bench/cuda/device_run.sh model  whole models through --linear-backend cuda against the host
 #                                   CPU: the demo (eval, three schemes) and the static-scale
-#                                   compressed-tensors fixture (carry build/devlibs)
+#                                   compressed-tensors fixture (needs build/devlibs there)
 #   bench/cuda/device_run.sh large  check_cuda --check-only, the bench table at M >= 32
 #                                   (no graph table; MS=32,64 picks the M), then the ncu
 #                                   per-line profile (NCU=0: not); MEMCHECK=1 adds memcheck

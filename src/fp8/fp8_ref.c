@@ -1,7 +1,7 @@
 /* fp8_ref.c — scalar reference encoders and decoders for the five formats.
  *
- * This file is the spec the SIMD paths are tested against.  Rules (spec §1,
- * docs/NUMERICS.md):
+ * This file is the definition the SIMD paths are tested against.  Rules
+ * (docs/NUMERICS.md §The five formats):
  *  - decode: E>0: (-1)^S 2^(E-bias) (1 + m/2^w); E=0: (-1)^S 2^(1-bias) m/2^w;
  *    e4m3fn 0x7F/0xFF NaN; e5m2 E=31 m=0 Inf, m!=0 NaN; fnuz 0x80 NaN;
  *    e8m0 2^(b-127), 0xFF NaN.

@@ -7,7 +7,7 @@
  * where the config quantizes, every scale present with the dtype and shape
  * of its kind, values finite and non-negative, and no tensor left over whose
  * name says "scale" but which nothing explains.  KV-cache scales are
- * collected under their canonical names (spec §4.4). */
+ * collected under their canonical names (docs/FORMATS.md §KV-cache scales). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

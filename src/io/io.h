@@ -98,7 +98,7 @@ oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconf
 /* Fills *out with "unquantized", rule = why + arg. */
 void io_qspec_none(io_qspec *out, const char *why, const char *arg);
 
-/* ---- KV-scale names (spec §4.4) ----------------------------------------- */
+/* ---- KV-scale names (docs/FORMATS.md §KV-cache scales) ------------------- */
 typedef enum {
     IO_KV_K = 0,
     IO_KV_V,

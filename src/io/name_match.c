@@ -1,6 +1,7 @@
 /* name_match.c — ignore / target lists: exact names and "re:" patterns with
  * Python re.match semantics (PCRE2, anchored at the start, not a full match;
- * spec §3.5), and fnmatch-style patterns (Quark layer_quant_config). */
+ * docs/MODEL.md §The plan, Ignore), and fnmatch-style patterns (Quark
+ * layer_quant_config). */
 #include <string.h>
 
 #include <pcre2.h>

@@ -1,5 +1,5 @@
 /* qconfig.c — quantization_config dispatch on "quant_method", and the KV-cache
- * scale name remapping of spec §4.4. */
+ * scale name remapping of docs/FORMATS.md §KV-cache scales. */
 #include <stdio.h>
 #include <string.h>
 

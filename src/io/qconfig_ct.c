@@ -1,4 +1,4 @@
-/* qconfig_ct.c — compressed-tensors quantization_config (spec §4.1).
+/* qconfig_ct.c — compressed-tensors quantization_config (docs/FORMATS.md §Layouts).
  *
  * Accepted: quant_method "compressed-tensors", quantization_status
  * "compressed" (or absent), format / per-group format in {float-quantized,

@@ -1,5 +1,5 @@
 /* qconfig_fp8.c — quant_method "fp8" (AutoFP8, transformers FineGrainedFP8,
- * DeepSeek-V3 / Qwen3-FP8 blocks) and "fbgemm_fp8" (spec §4.3).
+ * DeepSeek-V3 / Qwen3-FP8 blocks) and "fbgemm_fp8" (docs/FORMATS.md §Layouts).
  *
  * fp8: activation_scheme "static" | "dynamic" (required); optional
  * weight_block_size [bn, bk] (then activation_scheme must be dynamic and the

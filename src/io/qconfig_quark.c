@@ -1,4 +1,4 @@
-/* qconfig_quark.c — AMD Quark quantization_config (spec §4.2).
+/* qconfig_quark.c — AMD Quark quantization_config (docs/FORMATS.md §Layouts).
  *
  * Accepted: an "export" object (required, as vLLM), global_quant_config,
  * layer_quant_config (pattern -> config), layer_type_quant_config,

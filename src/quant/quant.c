@@ -1,4 +1,5 @@
-/* quant.c — scales and quantization for every scheme (spec §2, docs/NUMERICS.md).
+/* quant.c — scales and quantization for every scheme (docs/NUMERICS.md
+ * §Quantization schemes).
  *
  * Each function computes its scales in f32 exactly as vLLM / PyTorch do, then
  * runs the element op (x * (1/s) or x / s, per scheme) into a small f32 chunk
