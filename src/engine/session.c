@@ -1,5 +1,5 @@
-/* session.c — a paged KV cache for up to max_seqs sequences and the batch
- * forward entry point.  Blocks of KV_BLOCK positions are taken from a free
+/* session.c — a paged KV cache for up to max_seqs sequences, in the model's
+ * backend, and the batch forward entry point.  Blocks of KV_BLOCK positions are taken from a free
  * list as sequences grow and returned when a sequence is reset, so many
  * sequences of different lengths share one pool (the server's continuous
  * batching builds on this). */
@@ -27,11 +27,6 @@ struct oct_session {
     oct_fwd_ws *ws;
     int64_t ws_tokens;
 };
-
-static size_t kv_esize(oct_kv_dtype d)
-{
-    return d == OCT_KV_F32 ? 4 : d == OCT_KV_BF16 ? 2 : 1;
-}
 
 /* Declared in engine/scheduler.h (the server sizes its KV pool from a token
  * budget rather than max_seqs full-length sequences). */
@@ -67,7 +62,7 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
         s->n_blocks = n_blocks;
     int64_t L = a->n_layers;
     size_t per_layer = (size_t)s->n_blocks * KV_BLOCK * (size_t)(a->n_kv_heads * a->head_dim) *
-                       kv_esize(m->kv_dtype);
+                       oct_kv_dtype_bytes(m->kv_dtype);
     s->free_list = oct_malloc((size_t)s->n_blocks * sizeof(int32_t));
     s->tables = oct_calloc((size_t)max_seqs, sizeof(int32_t *));
     s->seq_len = oct_calloc((size_t)max_seqs, sizeof(int64_t));
@@ -87,10 +82,11 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
         for (int64_t b = 0; b < s->blocks_per_seq; b++)
             s->tables[i][b] = -1;
     }
+    oct_backend *be = m->be;
     for (int64_t l = 0; l < L; l++) {
-        s->k[l] = oct_malloc_aligned(per_layer);
-        s->v[l] = oct_malloc_aligned(per_layer);
-        if (!s->k[l] || !s->v[l])
+        oct_error e;
+        if (be->ops->alloc(be, per_layer, &s->k[l], &e) != OCT_OK ||
+            be->ops->alloc(be, per_layer, &s->v[l], &e) != OCT_OK)
             goto nomem;
         s->k_scale[l] = m->layers[l].k_scale;
         s->v_scale[l] = m->layers[l].v_scale;
@@ -126,10 +122,13 @@ void oct_session_free(oct_session *s)
     if (s->tables)
         for (int i = 0; i < s->max_seqs; i++)
             oct_free(s->tables[i]);
+    oct_backend *be = s->m->be;
     if (s->k)
         for (int64_t l = 0; l < L; l++) {
-            oct_free_aligned(s->k[l]);
-            oct_free_aligned(s->v[l]);
+            if (s->k[l])
+                be->ops->free(be, s->k[l]);
+            if (s->v[l])
+                be->ops->free(be, s->v[l]);
         }
     oct_free(s->tables);
     oct_free(s->k);

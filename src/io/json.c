@@ -270,7 +270,8 @@ static bool doc_register(const json_t *root, const char *label, const u32_vec *k
         doc_free(d);
         return false;
     }
-    qsort(d->objs, d->n_objs, sizeof *d->objs, cmp_obj);
+    if (d->n_objs > 1)
+        qsort(d->objs, d->n_objs, sizeof *d->objs, cmp_obj);
     pthread_mutex_lock(&g_lock);
     size_t i = 0;
     while (i < MAX_OPEN_DOCS && g_docs[i])
@@ -371,7 +372,8 @@ bool io_json_where(const json_t *obj, const char *key, const char **label, int *
         const json_doc *d = g_docs[i];
         if (!d)
             continue;
-        const obj_lines *hit = bsearch(&probe, d->objs, d->n_objs, sizeof probe, cmp_obj);
+        const obj_lines *hit =
+            d->n_objs ? bsearch(&probe, d->objs, d->n_objs, sizeof probe, cmp_obj) : NULL;
         if (hit && hit->first + idx < d->n_lines && d->lines[hit->first + idx] > 0) {
             *label = d->label; /* lives while the document is open */
             *line = (int)d->lines[hit->first + idx];

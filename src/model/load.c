@@ -447,6 +447,7 @@ oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model
     oct_model *m = oct_calloc(1, sizeof *m);
     if (!m)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    m->be = oct_backend_cpu();
     oct_status st = load(dir, opts, m, err);
     if (st != OCT_OK) {
         oct_model_free(m);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
 #include "octet.h"
 
 /* Mixture-of-experts family: which tensor names and routing rule. */
@@ -125,6 +126,9 @@ struct oct_plan {
     char summary[512];
 };
 
+/* One expert's MLP: units as the dense MLP's (kernels/backend.h). */
+typedef oct_moe_expert oct_expert;
+
 /* One loaded decoder layer. */
 typedef struct oct_layer_weights {
     float *attn_norm;                /* [H] input_layernorm */
@@ -141,22 +145,12 @@ typedef struct oct_layer_weights {
     oct_linear *down;
     /* MoE layers (arch.moe != NONE): router [E, H] and one MLP per expert */
     oct_linear *router;
-    struct oct_expert *experts; /* [n_experts] */
-    float k_scale, v_scale;     /* FP8 KV cache scales (1 when none) */
+    oct_expert *experts;    /* [n_experts] */
+    float k_scale, v_scale; /* FP8 KV cache scales (1 when none) */
 } oct_layer_weights;
 
-/* One expert's MLP: units as the dense MLP's. */
-typedef struct oct_expert {
-    oct_linear *gate_up[2]; /* fused: [0]; unfused (checkpoint FP8): gate, up */
-    int n_gate_up;
-    int64_t gate_up_n[2];
-    oct_linear *down;
-    bool gate_up_tensor_act, down_tensor_act; /* see oct_plan_group.moe_tensor_act */
-} oct_expert;
-
-typedef enum { OCT_KV_F32 = 0, OCT_KV_BF16, OCT_KV_E4M3, OCT_KV_E5M2 } oct_kv_dtype;
-
 struct oct_model {
+    oct_backend *be;           /* the device the forward pass runs on */
     oct_plan *plan;            /* owned; also owns the checkpoint (mmap) */
     oct_arch arch;             /* copy of plan->arch (inv_freq owned by plan) */
     const oct_tensor *embed;   /* [V, H] in the checkpoint (mmap, zero copy) */
@@ -170,33 +164,8 @@ struct oct_model {
     double load_seconds;
 };
 
-/* The KV cache as the forward pass sees it (the engine owns the memory):
- * paged blocks of block_size positions; per layer one K and one V array of
- * [n_blocks, block_size, n_kv_heads, head_dim] elements of `dtype`. */
-typedef struct oct_kv_view {
-    oct_kv_dtype dtype;
-    int64_t block_size;
-    void **k, **v;            /* [n_layers] */
-    int32_t **block_tables;   /* [n_seqs] -> block ids, position p in block p/bs */
-    float *k_scale, *v_scale; /* [n_layers] FP8 scales (1 otherwise) */
-    bool *scales_pending;     /* [n_layers] compute scales from the next batch */
-} oct_kv_view;
-
-/* attention.c: write the batch's k, v (rows of qkv, after q's qd columns) into
- * the cache; causal attention of every token over its sequence's cache into
- * att [n, n_heads * head_dim].  scratch: n_threads blocks of
- * oct_attention_scratch_floats() floats. */
-void oct_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const int32_t *seq,
-                        const int64_t *pos, const float *qkv, int64_t row, int64_t qd, int64_t n_kv,
-                        int64_t d);
-size_t oct_attention_scratch_floats(const oct_arch *a, int64_t max_ctx);
-/* One cached row of d values widened to f32 (FP8: code value * scale). */
-void oct_kv_row_f32(oct_kv_dtype dtype, const void *src, float *dst, int64_t d, float scale);
-void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int64_t n,
-                   const int32_t *seq, const int64_t *pos, const float *qkv, float *att,
-                   float *scratch, size_t scratch_floats, int n_threads);
-
-/* Scratch buffers for a batch of up to max_tokens tokens. */
+/* Scratch buffers for a batch of up to max_tokens tokens, in the model's
+ * backend. */
 typedef struct oct_fwd_ws oct_fwd_ws;
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
                              oct_fwd_ws **out);

@@ -1,4 +1,5 @@
-/* attention.c — the paged KV cache (store) and causal attention over it.
+/* attention_cpu.c — the CPU backend's paged KV cache (store) and causal
+ * attention over it.
  *
  * One task per (token, KV head): each cached K and V row is read (and, for a
  * bf16 / FP8 cache, widened to f32) once and used by every query head of its
@@ -17,7 +18,7 @@
 
 #include "core/core.h"
 #include "fp8/fp8_impl.h"
-#include "model/model.h"
+#include "kernels/cpu/backend_cpu.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -65,7 +66,7 @@ static void kv_store(const oct_kv_view *kv, void *base, size_t idx, const float 
     }
 }
 
-void oct_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const int32_t *seq,
+void cpu_kv_store_batch(const oct_kv_view *kv, int64_t layer, int64_t n, const int32_t *seq,
                         const int64_t *pos, const float *qkv, int64_t row, int64_t qd, int64_t n_kv,
                         int64_t d)
 {
@@ -178,12 +179,12 @@ static const float *kv_row(const oct_kv_view *kv, const void *base, size_t idx, 
     return buf;
 }
 
-size_t oct_attention_scratch_floats(const oct_arch *a, int64_t max_ctx)
+size_t cpu_attention_scratch_floats(int64_t n_heads, int64_t n_kv_heads, int64_t max_ctx)
 {
-    return (size_t)(a->n_heads / a->n_kv_heads) * (size_t)max_ctx;
+    return (size_t)(n_heads / n_kv_heads) * (size_t)max_ctx;
 }
 
-void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int64_t n,
+void cpu_attention(const oct_attn_shape *a, const oct_kv_view *kv, int64_t layer, int64_t n,
                    const int32_t *seq, const int64_t *pos, const float *qkv, float *att,
                    float *scratch, size_t scratch_floats, int n_threads)
 {
@@ -191,7 +192,7 @@ void oct_attention(const oct_arch *a, const oct_kv_view *kv, int64_t layer, int6
     const int64_t qd = Hq * d, row = qd + 2 * Hkv * d;
     const float ks = kv->k_scale[layer], vs = kv->v_scale[layer];
     const void *kb = kv->k[layer], *vb = kv->v[layer];
-    const float mult = a->attention_multiplier;
+    const float mult = a->scale;
     /* Few tasks (decode of one sequence: n * Hkv of them) would leave threads
      * idle: split each group into single heads then (each re-reads the rows).
      * Every head's arithmetic is the same either way. */

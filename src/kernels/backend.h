@@ -1,0 +1,172 @@
+/* backend.h — the seam between what a decoder forward pass computes
+ * (src/model/forward.c, src/engine/) and the device that computes it.
+ *
+ * A backend is one opaque object per device.  It owns the device and its
+ * library handles, workspaces and buffers; its op table holds exactly what a
+ * forward pass needs: buffers (alloc, free, upload, download, sync), the
+ * embedding gather, RMSNorm fused with the residual add, RoPE with Qwen3's
+ * q/k norm, the paged KV store, attention over the paged cache, SiLU-mul,
+ * linear layers (through the kernel registry), the sparse MoE block, and the
+ * final norm + logits of the rows wanted.  Ops take the small argument
+ * structs below, never model structs, so kernels/ does not include model/.
+ *
+ * Buffers are `void *` in the backend's own memory (host memory for the CPU
+ * backend).  Activations between ops have the backend's element type
+ * (act_bytes: 4 = f32 on the CPU); the residual stream x is always f32.
+ * Every op returns a status and fills `err` with its text.
+ *
+ * The CPU backend (kernels/cpu/backend_cpu.c) is the reference every device
+ * backend is compared with, op by op (tests/test_backend_ops.c). */
+#ifndef OCTET_KERNELS_BACKEND_H
+#define OCTET_KERNELS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "octet.h"
+
+/* ---- the paged KV cache ------------------------------------------------- */
+
+typedef enum { OCT_KV_F32 = 0, OCT_KV_BF16, OCT_KV_E4M3, OCT_KV_E5M2 } oct_kv_dtype;
+
+/* The KV cache as ops see it (the engine owns the memory, in the backend):
+ * paged blocks of block_size positions; per layer one K and one V array of
+ * [n_blocks][n_kv_heads][block_size][head_dim] elements of `dtype` (one
+ * head's rows contiguous across a block's positions, as vLLM keeps heads
+ * apart). */
+typedef struct oct_kv_view {
+    oct_kv_dtype dtype;
+    int64_t block_size;
+    void **k, **v;            /* [n_layers] */
+    int32_t **block_tables;   /* [n_seqs] -> block ids, position p in block p/bs */
+    float *k_scale, *v_scale; /* [n_layers] FP8 scales (1 otherwise) */
+    bool *scales_pending;     /* [n_layers] compute scales from the next batch */
+} oct_kv_view;
+
+/* Element size of a KV dtype in bytes. */
+size_t oct_kv_dtype_bytes(oct_kv_dtype d);
+/* One cached row of d values widened to f32 (FP8: code value * scale). */
+void oct_kv_row_f32(oct_kv_dtype dtype, const void *src, float *dst, int64_t d, float scale);
+
+/* ---- argument structs ---------------------------------------------------- */
+
+/* The rows of a batch: row t is position pos[t] of sequence seq[t]. */
+typedef struct oct_rows {
+    int64_t n;
+    const int32_t *seq; /* [n] */
+    const int64_t *pos; /* [n] */
+} oct_rows;
+
+/* Attention geometry and the architecture's choices. */
+typedef struct oct_attn_shape {
+    int64_t n_heads, n_kv_heads, head_dim;
+    int64_t sliding_window; /* 0: none */
+    float scale;            /* q·k multiplier: 1/sqrt(d), or Granite's attention_multiplier */
+    float rms_eps;          /* Qwen3 q/k norm */
+    const float *inv_freq;  /* [head_dim / 2] RoPE inverse frequencies, scaling applied */
+    const float *q_norm;    /* [head_dim] or NULL */
+    const float *k_norm;    /* [head_dim] or NULL */
+} oct_attn_shape;
+
+/* One unit of a linear role: fused (one oct_linear) or unfused shards run
+ * one after the other into adjacent column ranges. */
+typedef struct oct_units {
+    oct_linear *const *units; /* [n] */
+    const int64_t *widths;    /* [n] output width of each */
+    int n;
+} oct_units;
+
+/* One expert's MLP (what model/ loads per expert). */
+typedef struct oct_moe_expert {
+    oct_linear *gate_up[2]; /* fused: [0]; unfused (checkpoint FP8): gate, up */
+    int n_gate_up;
+    int64_t gate_up_n[2];
+    oct_linear *down;
+    /* Per-tensor FP8 experts: one dynamic activation scale over the whole
+     * batch, as vLLM's fused MoE quantizes its input. */
+    bool gate_up_tensor_act, down_tensor_act;
+} oct_moe_expert;
+
+typedef struct oct_moe_block {
+    const oct_linear *router;      /* [E, H] */
+    const oct_moe_expert *experts; /* [E] */
+    int64_t n_experts, top_k;      /* E, k */
+    int64_t hidden, intermediate;  /* H, I of one expert */
+    bool norm_topk;                /* renormalise the top-k routing weights */
+} oct_moe_block;
+
+/* Sizes a backend reserves its workspaces for. */
+typedef struct oct_fwd_dims {
+    int64_t max_tokens, max_ctx;
+    int64_t hidden, intermediate; /* intermediate: dense MLP (1 for MoE models) */
+    int64_t n_heads, n_kv_heads, head_dim;
+    int64_t vocab;
+    int64_t n_experts, top_k, moe_intermediate; /* 0 for dense models */
+} oct_fwd_dims;
+
+/* ---- the op table ------------------------------------------------------- */
+
+typedef struct oct_backend oct_backend;
+typedef struct oct_backend_ws oct_backend_ws; /* a backend's op scratch */
+
+typedef struct oct_backend_ops {
+    const char *name; /* "cpu" */
+    size_t act_bytes; /* bytes per activation element between ops */
+
+    /* buffers */
+    oct_status (*alloc)(oct_backend *be, size_t bytes, void **out, oct_error *err);
+    void (*free)(oct_backend *be, void *p);
+    oct_status (*upload)(oct_backend *be, void *dst, const void *src, size_t bytes, oct_error *err);
+    oct_status (*download)(oct_backend *be, void *dst, const void *src, size_t bytes,
+                           oct_error *err);
+    oct_status (*sync)(oct_backend *be, oct_error *err);
+    oct_status (*ws_create)(oct_backend *be, const oct_fwd_dims *dims, oct_backend_ws **out,
+                            oct_error *err);
+    void (*ws_free)(oct_backend *be, oct_backend_ws *ws);
+
+    /* x [n, H] f32 = embed[tokens] * mult; `embed` a [V, H] checkpoint tensor. */
+    oct_status (*embed)(oct_backend *be, const oct_tensor *embed, int64_t n, int64_t hidden,
+                        const int32_t *tokens, float mult, float *x, oct_error *err);
+    /* For each output row i < n, of source row r = rows ? rows[i] : i:
+     * x_r += add_r * add_mult (when add != NULL: the residual add), then
+     * y_i = w * (x_r * rsqrt(mean(x_r^2) + eps)). */
+    oct_status (*rmsnorm)(oct_backend *be, float *x, const void *add, float add_mult,
+                          const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
+                          void *y, oct_error *err);
+    /* In place on qkv [n, (Hq + 2 Hkv) d]: q/k norm per head (when set) and
+     * RoPE of the q and k heads at each row's position. */
+    oct_status (*rope_qk)(oct_backend *be, const oct_attn_shape *a, const oct_rows *rows, void *qkv,
+                          oct_error *err);
+    /* FP8 KV scales from this batch when pending (--calculate-kv-scales),
+     * then the rows' k, v into the cache of `layer`. */
+    oct_status (*kv_store)(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv, int64_t layer,
+                           const oct_rows *rows, const void *qkv, oct_error *err);
+    /* Causal attention of every row over its sequence's cache: att [n, Hq d]. */
+    oct_status (*attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                            const oct_kv_view *kv, int64_t layer, const oct_rows *rows,
+                            const void *qkv, void *att, oct_error *err);
+    /* act [n, I] = silu(gate) * up of gu [n, 2I] (gate | up halves). */
+    oct_status (*silu_mul)(oct_backend *be, int64_t n, int64_t inter, const void *gu, void *act,
+                           oct_error *err);
+    /* y [n, sum widths] = x [n, k] through the units. */
+    oct_status (*linear)(oct_backend *be, oct_backend_ws *ws, const oct_units *u, int64_t n,
+                         const void *x, void *y, oct_error *err);
+    /* y [n, H] = the sparse MoE block on h [n, H]. */
+    oct_status (*moe)(oct_backend *be, oct_backend_ws *ws, const oct_moe_block *b, int64_t n,
+                      const void *h, void *y, oct_error *err);
+    /* logits [n_out, V] f32 = (h [n_out, H] through lm_head) / logits_scaling. */
+    oct_status (*logits)(oct_backend *be, const oct_linear *lm_head, int64_t n_out, int64_t vocab,
+                         const void *h, float logits_scaling, float *logits, oct_error *err);
+} oct_backend_ops;
+
+struct oct_backend {
+    const oct_backend_ops *ops;
+    void *impl; /* the backend's own state */
+};
+
+/* The CPU backend: a process-wide object (it holds no device state; threads
+ * come from oct_threads_get()).  Never freed. */
+oct_backend *oct_backend_cpu(void);
+
+#endif
