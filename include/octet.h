@@ -2,7 +2,7 @@
  *
  * C11, usable from C++ (extern "C"), no CUDA or SIMD types.
  *
- * Conventions (see docs/ and ../shared/docs/house-style.md):
+ * Conventions (see docs/):
  *  - Fallible functions return oct_status (OCT_OK == 0) and, where they take an
  *    `oct_error *err`, fill it with a message (and a byte offset where one
  *    applies).  `err` may always be NULL.
@@ -259,7 +259,7 @@ oct_status oct_quant_error_measure(const float *ref, const float *approx, size_t
                                    oct_quant_error *out);
 
 /* ================================================================= kernels */
-/* Scaled FP8 matrix multiply (spec §5) and the linear-layer kernel registry.
+/* Scaled FP8 matrix multiply (docs/KERNELS.md §Semantics) and the linear-layer kernel registry.
  * See docs/KERNELS.md.  All accumulation is f32; FP8 operands are E4M3FN. */
 
 typedef enum { OCT_SCALE_TENSOR, OCT_SCALE_ROW, OCT_SCALE_BLOCK128, OCT_SCALE_MX32 } oct_scale_kind;
@@ -607,7 +607,8 @@ typedef struct oct_ckpt_linear {
     const char *rule; /* what decided the scheme ("config_groups.group_0", "ignore: lm_head") */
 } oct_ckpt_linear;
 
-/* KV-cache scales of one attention layer after the spec §4.4 remapping. */
+/* KV-cache scales of one attention layer after the remapping of docs/FORMATS.md §KV-cache scales.
+ */
 typedef struct oct_ckpt_kv {
     const char *attn;                            /* "model.layers.0.self_attn.attn" */
     int64_t layer;                               /* decoder layer index, -1 if the name has none */
@@ -688,7 +689,7 @@ typedef struct oct_export_opts {
 oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
                                  const oct_export_opts *opts, oct_error *err);
 
-/* Name matching of ignore / target lists (spec §3.5): "re:<pat>" is Python
+/* Name matching of ignore / target lists (docs/MODEL.md §The plan, Ignore): "re:<pat>" is Python
  * re.match (PCRE2, anchored at the start, not a full match), anything else
  * exact equality.  Returns the index of the first entry that matches, -1 for
  * none; a pattern that does not compile is OCT_ERR_FORMAT naming it. */
@@ -813,7 +814,8 @@ oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_s
 /* ================================================================= model */
 /* A decoder-only transformer loaded from a Hugging Face folder, with online
  * FP8 quantization (vLLM's --quantization / --quantization-config contract,
- * spec §3) or a pre-quantized checkpoint's own scheme.  See docs/MODEL.md.
+ * docs/MODEL.md §Online quantization config) or a pre-quantized checkpoint's own scheme.  See
+ * docs/MODEL.md.
  *
  * Thread safety: a loaded oct_model is immutable and may be shared by any
  * number of threads and sessions. */

@@ -414,7 +414,7 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     }
     if (opts && opts->progress)
         opts->progress(total, total, "done", opts->progress_user);
-    /* KV-cache scales from the checkpoint (spec §4.4 names, remapped by io/). */
+    /* KV-cache scales from the checkpoint (docs/FORMATS.md §KV-cache scales, remapped by io/). */
     int64_t nkv = oct_checkpoint_n_kv(p->ckpt);
     for (int64_t i = 0; i < nkv; i++) {
         const oct_ckpt_kv *kv = oct_checkpoint_kv(p->ckpt, i);

@@ -49,7 +49,8 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
                                 oct_error *err);
 void oct_arch_free(oct_arch *a);
 
-/* Online quantization request after resolving flags and config (spec §3). */
+/* Online quantization request after resolving flags and config (docs/MODEL.md §Online quantization
+ * config). */
 typedef enum {
     OCT_ONLINE_NONE = 0,
     OCT_ONLINE_PER_TENSOR,

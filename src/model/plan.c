@@ -217,7 +217,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         if ((st = match_ignore(c, fused, &fused_ign, err)) != OCT_OK)
             return st;
         if (fused_ign >= 0 && strncmp(p->qspec.ignore[fused_ign], "re:", 3) == 0)
-            fused_ign = -1; /* only the exact fused name counts (spec §3.5 rule 3) */
+            fused_ign = -1; /* only the exact fused name counts (docs/MODEL.md §The plan, Ignore) */
     }
     for (int s = 0; s < n_sh; s++) {
         ign[s] = fused_ign;
@@ -284,7 +284,8 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         } else if (g->online != OCT_ONLINE_NONE) {
             online_desc(g->online, d);
             if (is_expert && g->online == OCT_ONLINE_PER_TENSOR) {
-                /* vLLM's fused MoE: per-tensor dynamic activations (spec §2.2) */
+                /* vLLM's fused MoE: per-tensor dynamic activations (docs/MODEL.md §Activations at
+                 * run time) */
                 d->act = OCT_ACT_DYNAMIC_TENSOR;
                 g->moe_tensor_act = true;
             }
@@ -477,7 +478,7 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
     }
     if ((st = lin_shard(c, router->name, E, H, &sh[0], err)) != OCT_OK)
         return st;
-    /* MoE router gates are never quantized (spec §3.2) */
+    /* MoE router gates are never quantized (docs/MODEL.md §Online quantization config) */
     if ((st = add_units(c, l, OCT_U_ROUTER, -1, router->name, sh, 1, OCT_ONLINE_NONE, false, -1,
                         err)) != OCT_OK)
         return st;

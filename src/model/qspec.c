@@ -1,6 +1,6 @@
 /* qspec.c — resolves --quantization and --quantization-config into one online
  * quantization request, with vLLM's schemas, merge rules and error texts
- * (spec §3.3 current API, §3.4 legacy API). */
+ * (docs/MODEL.md §Online quantization config). */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 
 /* --quantization values that are online shorthands. */
 static const char *const k_online[] = {"fp8", "fp8_per_tensor", "fp8_per_block", "mxfp8", "online"};
-/* Shorthands usable inside the config (spec §3.3). */
+/* Shorthands usable inside the config (docs/MODEL.md §Online quantization config). */
 static const char *const k_shorthands[] = {"fp8_per_tensor", "fp8_per_block", "mxfp8",
                                            "int8_per_channel_weight_only"};
 /* QUANT_KEY_NAMES. */

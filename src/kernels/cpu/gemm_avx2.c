@@ -100,7 +100,7 @@ static oct_status avx2_run(const oct_linear *l, int64_t m, const oct_act_in *in,
         oct_gemm_quant_act_ref(d, m, k, in->x, q, sa_f, sa_e);
         for (size_t i = 0; i < mk; i++)
             a[i] = lut[q[i]];
-        ka = oct_gemm_act_kind(d);
+        ka = oct_linear_act_kind(d);
         sa = ka == OCT_SCALE_MX32 ? (const void *)sa_e : (const void *)sa_f;
     }
     int64_t groups = oct_ceil_div(n, NB);

@@ -2,7 +2,7 @@
  *
  * Every E4M3FN value is exactly a bf16 value, and the product of two of them
  * is exact in f32, so FP8 x FP8 runs on `vdpbf16ps` without any rounding
- * except the f32 summation (spec §5.1 only fixes "fp32 accumulation").
+ * except the f32 summation (docs/KERNELS.md §Semantics only fixes f32 sums).
  *
  * Weight layout (prepared once): panels of 32 output columns; for each pair
  * of K (k, k+1) a panel holds 64 bytes, one cache line, so a panel is one

@@ -1,7 +1,7 @@
 /* gemm_ref.c — the scalar reference: activation quantizers with the exact
- * formulas of the quant section (spec §2.1) and the scaled GEMM of spec §5.1,
- * one sequential f32 sum per output.  Every fast kernel is tested against
- * this file; it is written for clarity, not speed. */
+ * formulas of the quant section (docs/NUMERICS.md §Quantization schemes) and the scaled GEMM of
+ * docs/KERNELS.md §Semantics, one sequential f32 sum per output.  Every fast kernel is tested
+ * against this file; it is written for clarity, not speed. */
 #include <math.h>
 
 #include "core/core.h"
@@ -72,19 +72,6 @@ uint8_t oct_gemm_mx_exponent_from_amax(float a)
     (void)frexpf(a, &ex); /* a = f * 2^ex, f in [0.5, 1): floor(log2 a) = ex - 1 */
     int e = (ex - 1) - 8 + 127;
     return (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
-}
-
-oct_scale_kind oct_gemm_act_kind(const oct_linear_desc *d)
-{
-    switch (d->act) {
-    case OCT_ACT_DYNAMIC_TOKEN: return OCT_SCALE_ROW;
-    case OCT_ACT_GROUP128: return OCT_SCALE_BLOCK128;
-    case OCT_ACT_MX32: return OCT_SCALE_MX32;
-    case OCT_ACT_NONE:
-    case OCT_ACT_DYNAMIC_TENSOR:
-    case OCT_ACT_STATIC: break;
-    }
-    return OCT_SCALE_TENSOR;
 }
 
 void oct_gemm_quant_act_ref(const oct_linear_desc *d, int64_t m, int64_t k, const float *x,
@@ -181,7 +168,7 @@ static float weight_at(const oct_linear *l, const float *lut, int64_t n, int64_t
     return NAN;
 }
 
-/* Y = spec §5.1 with activations a [m,k] already as f32 values (decoded codes,
+/* Y = docs/KERNELS.md §Semantics with activations a [m,k] already as f32 values (decoded codes,
  * bf16-rounded or raw f32) and their scales (ka, sa); sa == NULL means 1. */
 static void ref_mm(const oct_linear *l, int64_t m, const float *a, oct_scale_kind ka,
                    const void *sa, float *y)
@@ -254,7 +241,7 @@ static oct_status ref_run(const oct_linear *l, int64_t m, const oct_act_in *in, 
         oct_gemm_quant_act_ref(&l->desc, m, k, in->x, q, sa_f, sa_e);
         for (size_t i = 0; i < mk; i++)
             a[i] = lut[q[i]];
-        oct_scale_kind ka = oct_gemm_act_kind(&l->desc);
+        oct_scale_kind ka = oct_linear_act_kind(&l->desc);
         ref_mm(l, m, a, ka, ka == OCT_SCALE_MX32 ? (const void *)sa_e : (const void *)sa_f, y);
     }
     goto out;

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/linear.h"
 #include "kernels/cuda/cuda_api.h"
 
 typedef struct cuda_layer {
@@ -248,7 +248,7 @@ static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in,
             goto fail;
         uint16_t *hx = s->hx;
         for (size_t i = 0; i < mk; i++)
-            hx[i] = oct_gemm_f32_to_bf16(in->x[i]);
+            hx[i] = oct_f32_to_bf16(in->x[i]);
         what = "copy to the GPU";
         if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) != OCT_OK)
             goto fail;

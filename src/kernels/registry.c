@@ -5,14 +5,15 @@
  * layer.  Selection takes the first capable kernel, optionally restricted to
  * one backend (--linear-backend / OCTET_LINEAR_BACKEND).  A restriction that
  * leaves no capable kernel is an error naming the layer and the reasons —
- * never a silent fallback to another backend (spec §6.1 does the same). */
+ * never a silent fallback to another backend (as vLLM's kernel selection; docs/KERNELS.md §Registry
+ * and selection). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/linear.h"
 
 /* CUDA first: on a machine with a GPU (make CUDA=1) every FP8 layer it can
  * run goes there, the rest to the best CPU kernel; the summary log says which. */
@@ -114,7 +115,7 @@ const char *oct_linear_desc_problem(const oct_linear_desc *d, oct_status *st)
     if (d->act != OCT_ACT_NONE && d->weight_type != OCT_WEIGHT_FP8)
         return "activation quantization needs fp8 weights";
     if (d->act != OCT_ACT_NONE) {
-        const char *p = oct_scale_pair_problem(oct_gemm_act_kind(d), d->weight_scale);
+        const char *p = oct_scale_pair_problem(oct_linear_act_kind(d), d->weight_scale);
         if (p)
             return p;
     }

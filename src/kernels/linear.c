@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/linear.h"
 
 static const char *lname(const oct_linear *l)
 {
@@ -209,7 +209,7 @@ oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_
     st = l->kernel->ops.run(l, m, &in, yf, err);
     if (st == OCT_OK)
         for (size_t i = 0; i < mn; i++)
-            y[i] = oct_gemm_f32_to_bf16(yf[i]);
+            y[i] = oct_f32_to_bf16(yf[i]);
 out:
     oct_free(xf);
     oct_free(yf);
@@ -271,4 +271,17 @@ oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A, 
     st = oct_linear_forward_q(l, M, A, ka, sa, Y, NULL);
     oct_linear_free(l);
     return st;
+}
+
+oct_scale_kind oct_linear_act_kind(const oct_linear_desc *d)
+{
+    switch (d->act) {
+    case OCT_ACT_DYNAMIC_TOKEN: return OCT_SCALE_ROW;
+    case OCT_ACT_GROUP128: return OCT_SCALE_BLOCK128;
+    case OCT_ACT_MX32: return OCT_SCALE_MX32;
+    case OCT_ACT_NONE:
+    case OCT_ACT_DYNAMIC_TENSOR:
+    case OCT_ACT_STATIC: break;
+    }
+    return OCT_SCALE_TENSOR;
 }
