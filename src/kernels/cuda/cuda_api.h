@@ -143,6 +143,125 @@ oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k,
 oct_status oct_cuda_gemv_w8a16(int64_t m, int64_t n, int64_t k, const void *x, const uint8_t *w,
                                const float *sw, void *y, void *stream);
 
+/* ---- forward-pass ops (docs/KERNELS_CUDA.md "Forward-pass ops") ----
+ * The device side of a decoder forward pass (src/model/forward.c and the CPU
+ * attention are the reference math).  Device pointers; activations are bf16 bit
+ * patterns (RNE); the residual stream x is f32; the math is f32 (sums of squares
+ * in double).  Every call is asynchronous on `stream` (a cudaStream_t, NULL: the
+ * legacy default stream) and CUDA-graph capturable: no allocation, no
+ * synchronization, no host copies; workspaces come from the caller.  A bad shape
+ * or pointer is OCT_ERR_INVALID_ARG, a shape the kernels do not cover
+ * OCT_ERR_UNSUPPORTED, a CUDA error OCT_ERR_INTERNAL; each failure leaves its
+ * text in oct_cuda_ops_last_error().  Stream-ordered: nothing checks device
+ * values (token ids, positions, slots) -- the host validates them; what a bad
+ * one gives is written on each op. */
+
+/* Text of the last failed forward-pass op call on this thread ("" if none). */
+const char *oct_cuda_ops_last_error(void);
+
+/* x [n,H] f32 = f32(table[tok[t]]) * mult (mult == 1: an exact copy); table
+ * [V,H] bf16.  An id outside [0, V) writes a NaN row. */
+oct_status oct_cuda_embed(const int32_t *tok, int64_t n, const uint16_t *table, int64_t V,
+                          int64_t H, float mult, float *x, void *stream);
+
+/* Where a producer (rmsnorm, silu-mul) writes its rows [m,k]. */
+enum {
+    OCT_CUDA_ACT_BF16 = 0,         /* y [m,k] bf16 */
+    OCT_CUDA_ACT_FP8_ROW = 1,      /* q [m,k] E4M3FN, scale [m]: oct_quant_rows with bound ub */
+    OCT_CUDA_ACT_FP8_GROUP128 = 2, /* q [m,k], scale [m, ceil(k/128)]: oct_quant_groups */
+    OCT_CUDA_ACT_FP8_STATIC = 3    /* q [m,k] = sat RNE(v * (1/static_scale)): oct_quant_static */
+};
+typedef struct oct_cuda_act {
+    int kind;           /* OCT_CUDA_ACT_* */
+    uint16_t *y;        /* BF16: [m,k] */
+    uint8_t *q;         /* FP8 kinds: codes [m,k] */
+    float *scale;       /* FP8_ROW: [m]; FP8_GROUP128: [m, ceil(k/128)] */
+    float ub;           /* FP8_ROW: activation upper bound (<= 0: none) */
+    float static_scale; /* FP8_STATIC: the checkpoint's input_scale (> 0, finite) */
+} oct_cuda_act;
+
+/* Per output row i < m, source row r = rows ? rows[i] : i: if add, first
+ * x[r] += f32(add[r]) * add_mult in place (the residual add; add [.,k] bf16),
+ * then row i of out = w * (x[r] * rr), rr = 1/sqrtf((float)(sum x^2 / k) + eps),
+ * the sum in double (forward.c's rmsnorm).  w [k] f32.  rows != NULL needs
+ * add == NULL (two output rows may share a source row). */
+oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_mult, const float *w,
+                            const int32_t *rows, int64_t m, int64_t k, float eps,
+                            const oct_cuda_act *out, void *stream);
+
+/* In place on qkv [m, (n_q + 2 n_kv) d] bf16 (row: q heads | k heads | v heads):
+ * each q and k head optionally rmsnorm'd per head (q_norm / k_norm [d] f32, NULL:
+ * none; Qwen3), then HF rotate_half RoPE at pos[t] (ang = (float)pos * inv_freq[i],
+ * inv_freq [d/2], accurate cosf / sinf).  d even, d <= 512. */
+oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                            const int32_t *pos, const float *inv_freq, const float *q_norm,
+                            const float *k_norm, float eps, void *stream);
+
+/* The paged KV cache of one layer: K and V arrays [n_blocks][n_kv][block_size][d]
+ * of bf16 or E4M3FN codes (value = decode(code) * k_scale / v_scale). */
+enum { OCT_CUDA_KV_BF16 = 0, OCT_CUDA_KV_E4M3 = 1 };
+
+/* Stores the k and v heads of each qkv row at slot[t] = block * block_size +
+ * offset (slot < 0: the row is skipped, a padding row).  E4M3: sat RNE(x /
+ * scale) with IEEE division (vLLM; the CPU kv_store); BF16: the bits. */
+oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                             const int32_t *slot, int64_t block_size, int kv_dtype, void *k_cache,
+                             void *v_cache, float k_scale, float v_scale, void *stream);
+
+/* Causal paged attention (flash decoding).  Row t is the query at position
+ * p = row_pos[t] of sequence row_seq[t] (whose K/V for 0..p are in the cache,
+ * blocks block_tables[seq * max_blocks + j / block_size]); query head h reads KV
+ * head h / (n_q / n_kv); s_j = (q . k_j) * scale for j in [j0, p], j0 = p -
+ * sliding_window + 1 when sliding_window > 0 and p >= sliding_window, else 0;
+ * out [m, n_q d] bf16 = sum softmax(s)_j v_j (f32, max subtracted).  p must be
+ * < max_ctx (the workspace's size); a row with p < 0 writes zeros, one with
+ * p >= max_ctx NaNs.  n_q % n_kv == 0, d % 4 == 0, d <= 256.  ws: at least
+ * oct_cuda_attention_workspace_bytes(m, n_q, d, max_ctx) bytes (16-byte aligned;
+ * may be NULL when that is 0). */
+size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
+oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                              const int32_t *row_seq, const int32_t *row_pos,
+                              const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
+                              int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
+                              float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
+                              uint16_t *out, void *ws, size_t ws_bytes, void *stream);
+
+/* gu [m, 2I] bf16 = gate | up halves -> v = g / (1 + expf(-g)) * u, written per
+ * out ([m, I]). */
+oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I, const oct_cuda_act *out,
+                             void *stream);
+
+/* BF16 GEMM through cuBLASLt (the context's handle and workspace): y [m,n] =
+ * (x [m,k] w [n,k]^T + bias [n]) * out_mult, f32 accumulation, y bf16 (y_f32
+ * false) or f32 (logits).  bias may be NULL; a bf16 y with a bias needs
+ * out_mult == 1 (else OCT_ERR_UNSUPPORTED). */
+oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                              const uint16_t *w, const float *bias, float out_mult, void *y,
+                              bool y_f32, void *stream);
+
+/* Per-row sampling parameters (device memory, one per row). */
+typedef struct oct_cuda_sample_params {
+    float temperature; /* 0: greedy */
+    float top_p;       /* (0, 1]; 1: off */
+    float min_p;       /* [0, 1]; 0: off */
+    int32_t top_k;     /* <= 0: off */
+    uint64_t seed;
+    uint64_t step; /* the RNG counter: (seed, step, row) names one draw */
+} oct_cuda_sample_params;
+
+/* ids [n] from logits [n,V] f32.  temperature 0: argmax, lowest id on ties.
+ * Else probabilities expf((l - max) / T), then top-k, min-p (p >= min_p p_max)
+ * and top-p (the smallest prefix, by descending probability and ascending id,
+ * whose mass reaches top_p of what is left), in src/engine/sampler.c's order,
+ * and one draw from a Philox4x32-10 stream keyed by (seed, step, row) -- not the
+ * CPU sampler's random stream.  logprob [n] (NULL: not written): the chosen
+ * id's log-softmax at temperature 1.  ws: workspace_bytes of it (0 today: ws may
+ * be NULL). */
+size_t oct_cuda_sample_workspace_bytes(int64_t n, int64_t V);
+oct_status oct_cuda_sample(const float *logits, int64_t n, int64_t V,
+                           const oct_cuda_sample_params *p, int32_t *ids, float *logprob, void *ws,
+                           size_t ws_bytes, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

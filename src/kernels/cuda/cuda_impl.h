@@ -457,4 +457,16 @@ oct_status oct_cuda_grow(void **buf, size_t *have, size_t need);
 oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, void *q, float *scale,
                                          int64_t rs, int64_t ks, cudaStream_t st);
 
+/* ---- forward-pass ops (ops_*.cu) ---- */
+
+/* Records a failure's text (printf format) for oct_cuda_ops_last_error() and
+ * returns st (ops_norm.cu). */
+oct_status oct_cuda_ops_fail(oct_status st, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* After a launch: OCT_OK, or OCT_ERR_INTERNAL naming op and the CUDA error. */
+oct_status oct_cuda_ops_launched(const char *op);
+
 #endif

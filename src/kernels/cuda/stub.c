@@ -150,3 +150,95 @@ oct_status oct_cuda_silu_mul_quant_rows_bf16(const void *gu, int64_t m, int64_t 
     (void)gu, (void)m, (void)k, (void)ub, (void)q, (void)scale, (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
+
+/* ---- forward-pass ops ---- */
+
+const char *oct_cuda_ops_last_error(void)
+{
+    return "CUDA support not built (make CUDA=1)";
+}
+
+oct_status oct_cuda_embed(const int32_t *tok, int64_t n, const uint16_t *table, int64_t V,
+                          int64_t H, float mult, float *x, void *stream)
+{
+    (void)tok, (void)n, (void)table, (void)V, (void)H, (void)mult, (void)x, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_mult, const float *w,
+                            const int32_t *rows, int64_t m, int64_t k, float eps,
+                            const oct_cuda_act *out, void *stream)
+{
+    (void)x, (void)add, (void)add_mult, (void)w, (void)rows, (void)m, (void)k, (void)eps;
+    (void)out, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                            const int32_t *pos, const float *inv_freq, const float *q_norm,
+                            const float *k_norm, float eps, void *stream)
+{
+    (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)pos, (void)inv_freq;
+    (void)q_norm, (void)k_norm, (void)eps, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                             const int32_t *slot, int64_t block_size, int kv_dtype, void *k_cache,
+                             void *v_cache, float k_scale, float v_scale, void *stream)
+{
+    (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)slot, (void)block_size;
+    (void)kv_dtype, (void)k_cache, (void)v_cache, (void)k_scale, (void)v_scale, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx)
+{
+    (void)m, (void)n_q, (void)d, (void)max_ctx;
+    return 0;
+}
+
+oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                              const int32_t *row_seq, const int32_t *row_pos,
+                              const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
+                              int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
+                              float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
+                              uint16_t *out, void *ws, size_t ws_bytes, void *stream)
+{
+    (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)row_seq, (void)row_pos;
+    (void)block_tables, (void)max_blocks, (void)block_size, (void)kv_dtype, (void)k_cache;
+    (void)v_cache, (void)k_scale, (void)v_scale, (void)scale, (void)sliding_window;
+    (void)max_ctx, (void)out, (void)ws, (void)ws_bytes, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I, const oct_cuda_act *out,
+                             void *stream)
+{
+    (void)gu, (void)m, (void)I, (void)out, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                              const uint16_t *w, const float *bias, float out_mult, void *y,
+                              bool y_f32, void *stream)
+{
+    (void)ctx, (void)m, (void)n, (void)k, (void)x, (void)w, (void)bias, (void)out_mult;
+    (void)y, (void)y_f32, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+size_t oct_cuda_sample_workspace_bytes(int64_t n, int64_t V)
+{
+    (void)n, (void)V;
+    return 0;
+}
+
+oct_status oct_cuda_sample(const float *logits, int64_t n, int64_t V,
+                           const oct_cuda_sample_params *p, int32_t *ids, float *logprob, void *ws,
+                           size_t ws_bytes, void *stream)
+{
+    (void)logits, (void)n, (void)V, (void)p, (void)ids, (void)logprob, (void)ws, (void)ws_bytes;
+    (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
