@@ -1,0 +1,341 @@
+// ops_norm.cu — forward-pass ops on rows: embedding lookup, RMSNorm with the
+// residual add, RoPE with the per-head q/k norm, SiLU-mul; the producers write
+// bf16 or FP8 activations (oct_cuda_act) with the rules of src/quant (the
+// cuda_impl.h helpers quant.cu uses: oct_scale_from_amax, oct_div_scale,
+// oct_e4m3x2_sat).  The math is forward.c's, operation for operation: every
+// product and sum is an explicit _rn intrinsic, so nvcc contracts nothing into
+// an fma the C reference (ISO C: no contraction) does not have.
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "kernels/cuda/cuda_impl.h"
+
+namespace
+{
+thread_local char g_ops_err[256];
+} // namespace
+
+extern "C" const char *oct_cuda_ops_last_error(void)
+{
+    return g_ops_err;
+}
+
+oct_status oct_cuda_ops_fail(oct_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_ops_err, sizeof g_ops_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+oct_status oct_cuda_ops_launched(const char *op)
+{
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return OCT_OK;
+    return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "%s: %s", op, cudaGetErrorString(e));
+}
+
+namespace
+{
+
+constexpr int kRowThreads = 256;
+
+__device__ __forceinline__ float bf16f(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+// Block-wide sums / maxima for kRowThreads (or fewer, a multiple of 32) threads;
+// every thread gets the result.  The shared slots are reused: a barrier first.
+__device__ double block_sum_d(double v)
+{
+    __shared__ double part[32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    __syncthreads();
+    if (lane == 0)
+        part[wid] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int i = 0; i < nw; i++) // in warp order: every thread the same sum
+        s += part[i];
+    return s;
+}
+
+__device__ float block_amax_f(float a)
+{
+    __shared__ float part[32];
+    a = oct_warp_amax(a);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
+    __syncthreads();
+    if (lane == 0)
+        part[wid] = a;
+    __syncthreads();
+    a = lane < nw ? part[lane] : 0.0f;
+    return oct_warp_amax(a);
+}
+
+// Writes row `row` of an activation destination [., k] from val(j), the f32
+// value of column j (called more than once per column by the FP8 kinds: it
+// must be a pure function).  rstatic = 1 / static_scale (the host's f32
+// division, as oct_quant_static computes it).  Uniform per block.
+template <class F>
+__device__ __forceinline__ void act_write_row(const oct_cuda_act &o, int64_t row, int64_t k,
+                                              float rstatic, F val)
+{
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
+    switch (o.kind) {
+    case OCT_CUDA_ACT_BF16:
+        for (int64_t j = tid; j < k; j += nt)
+            o.y[row * k + j] = oct_f32_to_bf16_dev(val(j));
+        break;
+    case OCT_CUDA_ACT_FP8_STATIC: // oct_quant_static: sat RNE(x * (1 / scale))
+        for (int64_t j = tid; j < k; j += nt)
+            o.q[row * k + j] = (uint8_t)oct_e4m3x2_sat(__fmul_rn(val(j), rstatic), 0.0f);
+        break;
+    case OCT_CUDA_ACT_FP8_ROW: { // oct_quant_rows: one scale per row, bound ub
+        float a = 0.0f;
+        for (int64_t j = tid; j < k; j += nt)
+            a = oct_amax_nan(a, val(j));
+        a = block_amax_f(a);
+        const float s = oct_scale_from_amax(a, o.ub);
+        const float r = oct_scale_recip(s);
+        if (tid == 0)
+            o.scale[row] = s;
+        for (int64_t j = tid; j < k; j += nt)
+            o.q[row * k + j] = (uint8_t)oct_e4m3x2_sat(oct_div_scale(val(j), s, r), 0.0f);
+        break;
+    }
+    case OCT_CUDA_ACT_FP8_GROUP128: { // oct_quant_groups(128): a warp per group
+        const int lane = tid & 31, nw = nt >> 5;
+        const int64_t ng = (k + 127) / 128;
+        for (int64_t g = tid >> 5; g < ng; g += nw) {
+            float v[4], a = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t j = g * 128 + lane + 32 * c;
+                v[c] = j < k ? val(j) : 0.0f;
+                a = oct_amax_nan(a, v[c]);
+            }
+            a = oct_warp_amax(a);
+            const float s = oct_scale_from_amax(a, 0.0f);
+            const float r = oct_scale_recip(s);
+            if (lane == 0)
+                o.scale[row * ng + g] = s;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int64_t j = g * 128 + lane + 32 * c;
+                if (j < k)
+                    o.q[row * k + j] = (uint8_t)oct_e4m3x2_sat(oct_div_scale(v[c], s, r), 0.0f);
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    embed_kernel(const int32_t *__restrict__ tok, const uint16_t *__restrict__ table, int64_t V,
+                 int64_t H, float mult, float *__restrict__ x)
+{
+    const int64_t t = blockIdx.x;
+    const int32_t id = tok[t];
+    const bool ok = id >= 0 && id < V;
+    const uint16_t *src = table + (ok ? (int64_t)id * H : 0);
+    float *dst = x + t * H;
+    for (int64_t i = threadIdx.x; i < H; i += kRowThreads) {
+        float v = __int_as_float(0x7FC00000);
+        if (ok) {
+            v = bf16f(src[i]);
+            if (mult != 1.0f)
+                v = __fmul_rn(v, mult);
+        }
+        dst[i] = v;
+    }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_kernel(float *__restrict__ x, const uint16_t *__restrict__ add, float add_mult,
+                   const float *__restrict__ w, const int32_t *__restrict__ rows, int64_t k,
+                   float eps, oct_cuda_act o, float rstatic)
+{
+    const int64_t i = blockIdx.x;
+    const int64_t r = rows ? (int64_t)rows[i] : i;
+    float *xr = x + r * k;
+    double ss = 0.0;
+    for (int64_t j = threadIdx.x; j < k; j += kRowThreads) {
+        float v = xr[j];
+        if (add) { // x += h * residual_multiplier (forward.c), in f32
+            v = __fadd_rn(v, __fmul_rn(bf16f(add[r * k + j]), add_mult));
+            xr[j] = v;
+        }
+        ss += (double)v * (double)v; // exact square: an fma changes nothing
+    }
+    ss = block_sum_d(ss);
+    const float rr = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)k), eps)));
+    // each thread reads back only the columns it wrote (same stride)
+    act_write_row(o, i, k, rstatic,
+                  [&](int64_t j) { return __fmul_rn(w[j], __fmul_rn(xr[j], rr)); });
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    silu_mul_kernel(const uint16_t *__restrict__ gu, int64_t I, oct_cuda_act o, float rstatic)
+{
+    const int64_t row = blockIdx.x;
+    const uint16_t *g = gu + row * 2 * I, *u = g + I;
+    act_write_row(o, row, I, rstatic, [&](int64_t j) {
+        const float gv = bf16f(g[j]);
+        return __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, expf(-gv))), bf16f(u[j]));
+    });
+}
+
+constexpr int kRopeThreads = 64;
+constexpr int kRopePairs = 4; // pairs per thread: d <= 2 * 64 * 4 = 512
+
+// One block per (row, q or k head): the optional per-head RMSNorm (forward.c's
+// rmsnorm over d), then rotate_half RoPE, all on f32 values in registers.
+__global__ void __launch_bounds__(kRopeThreads)
+    rope_kernel(uint16_t *__restrict__ qkv, int64_t n_q, int64_t n_kv, int64_t d,
+                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq,
+                const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps)
+{
+    const int64_t t = blockIdx.x, h = blockIdx.y;
+    uint16_t *v = qkv + t * (n_q + 2 * n_kv) * d + h * d;
+    const float *nw = h < n_q ? q_norm : k_norm;
+    const int half = (int)(d / 2);
+    float x1[kRopePairs], x2[kRopePairs];
+    double ss = 0.0;
+#pragma unroll
+    for (int c = 0; c < kRopePairs; c++) {
+        const int i = (int)threadIdx.x + kRopeThreads * c;
+        x1[c] = x2[c] = 0.0f;
+        if (i < half) {
+            x1[c] = bf16f(v[i]);
+            x2[c] = bf16f(v[i + half]);
+            ss += (double)x1[c] * (double)x1[c] + (double)x2[c] * (double)x2[c];
+        }
+    }
+    if (nw) { // uniform per block
+        ss = block_sum_d(ss);
+        const float r = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
+#pragma unroll
+        for (int c = 0; c < kRopePairs; c++) {
+            const int i = (int)threadIdx.x + kRopeThreads * c;
+            if (i < half) {
+                x1[c] = __fmul_rn(nw[i], __fmul_rn(x1[c], r));
+                x2[c] = __fmul_rn(nw[i + half], __fmul_rn(x2[c], r));
+            }
+        }
+    }
+    const float p = (float)pos[t];
+#pragma unroll
+    for (int c = 0; c < kRopePairs; c++) {
+        const int i = (int)threadIdx.x + kRopeThreads * c;
+        if (i < half) {
+            const float ang = __fmul_rn(p, inv_freq[i]);
+            const float cs = cosf(ang), sn = sinf(ang);
+            v[i] = oct_f32_to_bf16_dev(__fsub_rn(__fmul_rn(x1[c], cs), __fmul_rn(x2[c], sn)));
+            v[i + half] =
+                oct_f32_to_bf16_dev(__fadd_rn(__fmul_rn(x2[c], cs), __fmul_rn(x1[c], sn)));
+        }
+    }
+}
+
+// Checks an activation destination for m rows of k; fills *rstatic.
+oct_status act_check(const char *op, const oct_cuda_act *o, int64_t m, float *rstatic)
+{
+    *rstatic = 1.0f;
+    if (!o)
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: no output", op);
+    switch (o->kind) {
+    case OCT_CUDA_ACT_BF16:
+        if (m > 0 && !o->y)
+            return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: bf16 output without y", op);
+        return OCT_OK;
+    case OCT_CUDA_ACT_FP8_ROW:
+    case OCT_CUDA_ACT_FP8_GROUP128:
+        if (m > 0 && (!o->q || !o->scale))
+            return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: FP8 output without q / scale", op);
+        return OCT_OK;
+    case OCT_CUDA_ACT_FP8_STATIC:
+        if (!(o->static_scale > 0.0f) || isinf(o->static_scale))
+            return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: static scale %g", op,
+                                     (double)o->static_scale);
+        if (m > 0 && !o->q)
+            return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: FP8 output without q", op);
+        *rstatic = 1.0f / o->static_scale; // host f32 division, as oct_quant_static
+        return OCT_OK;
+    default: return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: output kind %d", op, o->kind);
+    }
+}
+
+} // namespace
+
+extern "C" oct_status oct_cuda_embed(const int32_t *tok, int64_t n, const uint16_t *table,
+                                     int64_t V, int64_t H, float mult, float *x, void *stream)
+{
+    if (n < 0 || V <= 0 || H <= 0 || n > INT32_MAX || (n > 0 && (!tok || !table || !x)))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "embed: n %lld, V %lld, H %lld", (long long)n,
+                                 (long long)V, (long long)H);
+    if (n == 0)
+        return OCT_OK;
+    embed_kernel<<<(unsigned)n, kRowThreads, 0, oct_cuda_stream(stream)>>>(tok, table, V, H, mult,
+                                                                           x);
+    return oct_cuda_ops_launched("embed");
+}
+
+extern "C" oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_mult,
+                                       const float *w, const int32_t *rows, int64_t m, int64_t k,
+                                       float eps, const oct_cuda_act *out, void *stream)
+{
+    if (m < 0 || k <= 0 || m > INT32_MAX || (m > 0 && (!x || !w)))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rmsnorm: m %lld, k %lld", (long long)m,
+                                 (long long)k);
+    if (rows && add)
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rmsnorm: a row map with a residual add");
+    float rstatic;
+    oct_status st = act_check("rmsnorm", out, m, &rstatic);
+    if (st != OCT_OK || m == 0)
+        return st;
+    rmsnorm_kernel<<<(unsigned)m, kRowThreads, 0, oct_cuda_stream(stream)>>>(
+        x, add, add_mult, w, rows, k, eps, *out, rstatic);
+    return oct_cuda_ops_launched("rmsnorm");
+}
+
+extern "C" oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I,
+                                        const oct_cuda_act *out, void *stream)
+{
+    if (m < 0 || I <= 0 || m > INT32_MAX || (m > 0 && !gu))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "silu_mul: m %lld, I %lld", (long long)m,
+                                 (long long)I);
+    float rstatic;
+    oct_status st = act_check("silu_mul", out, m, &rstatic);
+    if (st != OCT_OK || m == 0)
+        return st;
+    silu_mul_kernel<<<(unsigned)m, kRowThreads, 0, oct_cuda_stream(stream)>>>(gu, I, *out, rstatic);
+    return oct_cuda_ops_launched("silu_mul");
+}
+
+extern "C" oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
+                                       int64_t d, const int32_t *pos, const float *inv_freq,
+                                       const float *q_norm, const float *k_norm, float eps,
+                                       void *stream)
+{
+    if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || m > INT32_MAX || n_q + n_kv > 65535 ||
+        (m > 0 && (!qkv || !pos || !inv_freq)))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rope_qk: m %lld, n_q %lld, n_kv %lld",
+                                 (long long)m, (long long)n_q, (long long)n_kv);
+    if (d % 2 != 0 || d > 2 * kRopeThreads * kRopePairs)
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "rope_qk: head_dim %lld (even, <= %d)",
+                                 (long long)d, 2 * kRopeThreads * kRopePairs);
+    if (m == 0)
+        return OCT_OK;
+    rope_kernel<<<dim3((unsigned)m, (unsigned)(n_q + n_kv)), kRopeThreads, 0,
+                  oct_cuda_stream(stream)>>>(qkv, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps);
+    return oct_cuda_ops_launched("rope_qk");
+}
