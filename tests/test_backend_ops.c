@@ -1,0 +1,1161 @@
+/* test_backend_ops.c — the CUDA forward-pass ops (src/kernels/cuda/ops_*.cu)
+ * against a CPU reference at model shapes (H 4096, d 128, 32 / 8 heads, I 14336,
+ * V 128256).  Each reference below is a small static *_ref function with
+ * forward.c's math (and the CPU attention's, and src/engine/sampler.c's filters),
+ * computed from the same bf16-rounded inputs the device gets.  Tolerances are
+ * stated per test and printed in every failure message.  Without a GPU (or in a
+ * CPU-only build) it prints "skipped: no GPU". */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_api.h"
+#include "octet.h"
+#include "testlib.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* OCTET_TEST_QUICK=1 (runs under compute-sanitizer): fewer sampling draws, no
+ * frequency checks. */
+static bool quick;
+
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rng_unif(void) /* [0, 1) */
+{
+    return (float)(rng_u64() >> 40) * 0x1p-24f;
+}
+
+static float rng_normal(void)
+{
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++)
+        s += rng_unif();
+    return (s - 2.0f) * 1.7320508f; /* Irwin-Hall, unit variance */
+}
+
+static uint16_t bf(float x)
+{
+    return oct_f32_to_bf16(x);
+}
+
+static float fb(uint16_t h)
+{
+    return oct_bf16_to_f32(h);
+}
+
+static void *dev_up(const void *src, size_t bytes)
+{
+    void *d = NULL;
+    if (oct_cuda_malloc(&d, bytes) != OCT_OK)
+        return NULL;
+    if (src && oct_cuda_memcpy_h2d(d, src, bytes) != OCT_OK) {
+        oct_cuda_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static bool dev_down(void *dst, const void *src, size_t bytes)
+{
+    return oct_cuda_memcpy_d2h(dst, src, bytes) == OCT_OK;
+}
+
+/* bf16 bit pattern -> a signed integer in value order (distance in ulps). */
+static int32_t bf16_ord(uint16_t h)
+{
+    return (h & 0x8000u) ? -(int32_t)(h & 0x7FFFu) : (int32_t)h;
+}
+
+static int32_t e4m3_ord(uint8_t c)
+{
+    return (c & 0x80u) ? -(int32_t)(c & 0x7Fu) : (int32_t)c;
+}
+
+/* FP8 codes: equal except where the f32 value sits on a rounding boundary
+ * (the device's last-bit differences of a norm's 1/rms or expf): such codes
+ * differ by one step.  Returns the number of differing codes; *bad counts
+ * those more than one step apart. */
+static int64_t codes_diff(const uint8_t *a, const uint8_t *b, size_t n, int64_t *bad)
+{
+    int64_t diff = 0;
+    *bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) {
+            diff++;
+            if (abs(e4m3_ord(a[i]) - e4m3_ord(b[i])) > 1)
+                (*bad)++;
+        }
+    return diff;
+}
+
+/* ------------------------------------------------ references: forward.c's math */
+
+/* forward.c rmsnorm: the sum of squares in double, then f32. */
+static void rmsnorm_ref(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * (double)x[i];
+    float r = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = w[i] * (x[i] * r);
+}
+
+/* forward.c rope: HF rotate_half at position pos. */
+static void rope_ref(float *v, int64_t d, const float *inv_freq, int64_t pos)
+{
+    int64_t half = d / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float ang = (float)pos * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+/* forward.c's embedding: x = embed[tok] * embedding_multiplier. */
+static void embed_ref(float *x, const uint16_t *table, int64_t H, int32_t tok, float mult)
+{
+    for (int64_t i = 0; i < H; i++) {
+        x[i] = fb(table[(int64_t)tok * H + i]);
+        if (mult != 1.0f)
+            x[i] *= mult;
+    }
+}
+
+/* forward.c's MLP activation: g / (1 + expf(-g)) * u. */
+static float silu_mul_ref(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
+/* The CPU attention's cache index: a block holds [n_kv][block_size][d]. */
+static size_t kv_index_ref(const int32_t *bt, int64_t max_blocks, int32_t s, int64_t p, int64_t h,
+                           int64_t n_kv, int64_t bs, int64_t d)
+{
+    int64_t blk = bt[(int64_t)s * max_blocks + p / bs];
+    return (size_t)(((blk * n_kv + h) * bs + p % bs) * d);
+}
+
+/* The CPU kv_store: bf16 bits, or sat RNE(x / scale) to E4M3FN. */
+static void kv_store_ref(bool fp8, void *base, size_t idx, const uint16_t *src, int64_t n,
+                         float scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (fp8) {
+            float v = fb(src[i]) / scale;
+            oct_fp8_from_f32(OCT_FP8_E4M3FN, OCT_CAST_SAT, &v, (uint8_t *)base + idx + i, 1);
+        } else {
+            ((uint16_t *)base)[idx + (size_t)i] = src[i];
+        }
+    }
+}
+
+static float kv_val_ref(bool fp8, const void *base, size_t idx, float scale)
+{
+    if (fp8)
+        return oct_fp8_decode(OCT_FP8_E4M3FN, ((const uint8_t *)base)[idx]) * scale;
+    return fb(((const uint16_t *)base)[idx]);
+}
+
+/* The CPU attention for one (row, query head): scores q.k * mult over
+ * [j0, p], softmax in f32 with the max subtracted, out = sum softmax * v. */
+static void attention_ref(const float *q, int64_t d, int64_t p, int64_t window, bool fp8,
+                          const void *kc, const void *vc, float ks, float vs, float mult,
+                          const int32_t *bt, int64_t max_blocks, int32_t s, int64_t kvh,
+                          int64_t n_kv, int64_t bs, float *sc, float *o)
+{
+    int64_t j0 = window > 0 && p >= window ? p - window + 1 : 0;
+    float mx = -INFINITY;
+    for (int64_t j = j0; j <= p; j++) {
+        size_t idx = kv_index_ref(bt, max_blocks, s, j, kvh, n_kv, bs, d);
+        float dot = 0.0f;
+        for (int64_t i = 0; i < d; i++)
+            dot += q[i] * kv_val_ref(fp8, kc, idx + (size_t)i, ks);
+        sc[j] = dot * mult;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    float sum = 0.0f;
+    for (int64_t j = j0; j <= p; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < d; i++)
+        o[i] = 0.0f;
+    for (int64_t j = j0; j <= p; j++) {
+        size_t idx = kv_index_ref(bt, max_blocks, s, j, kvh, n_kv, bs, d);
+        for (int64_t i = 0; i < d; i++)
+            o[i] += sc[j] * inv * kv_val_ref(fp8, vc, idx + (size_t)i, vs);
+    }
+}
+
+/* A linear layer: y = x w^T + bias, accumulated in double here (the reference
+ * the f32-accumulating GEMM is held to), and sum |x w| for its tolerance. */
+static void gemm_ref(const uint16_t *x, const uint16_t *w, const float *bias, int64_t m, int64_t n,
+                     int64_t k, double *y, double *mag)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0.0, a = 0.0;
+            for (int64_t c = 0; c < k; c++) {
+                double v = (double)fb(x[i * k + c]) * (double)fb(w[j * k + c]);
+                s += v;
+                a += fabs(v);
+            }
+            y[i * n + j] = s + (bias ? (double)bias[j] : 0.0);
+            mag[i * n + j] = a + (bias ? fabs((double)bias[j]) : 0.0);
+        }
+}
+
+/* sampler.c's filters: probabilities expf((l - max) / T), sorted by
+ * descending probability then ascending id, top-k, min-p, top-p; returns the
+ * kept count, idx[0..n) the kept ids in that order, prob[] per id, *total the
+ * kept mass. */
+static const float *cmp_prob;
+
+static int cmp_desc_ref(const void *a, const void *b)
+{
+    float pa = cmp_prob[*(const int32_t *)a], pb = cmp_prob[*(const int32_t *)b];
+    if (pa != pb)
+        return pa < pb ? 1 : -1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+static int64_t sample_set_ref(const float *logits, int64_t V, float T, int32_t top_k, float top_p,
+                              float min_p, float *prob, int32_t *idx, double *total_out)
+{
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (logits[v] > logits[best])
+            best = (int32_t)v;
+    float mx = logits[best];
+    for (int64_t v = 0; v < V; v++) {
+        prob[v] = expf((logits[v] - mx) / T);
+        idx[v] = (int32_t)v;
+    }
+    cmp_prob = prob;
+    qsort(idx, (size_t)V, sizeof(int32_t), cmp_desc_ref);
+    int64_t n = V;
+    if (top_k > 0 && top_k < n)
+        n = top_k;
+    if (min_p > 0.0f) {
+        float cut = min_p * prob[best];
+        int64_t k = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (prob[idx[i]] >= cut)
+                idx[k++] = idx[i];
+        n = k;
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        total += (double)prob[idx[i]];
+    if (top_p < 1.0f) {
+        double acc = 0.0;
+        int64_t k = 0;
+        while (k < n) {
+            acc += (double)prob[idx[k]];
+            k++;
+            if (acc >= (double)top_p * total)
+                break;
+        }
+        n = k;
+        total = acc;
+    }
+    *total_out = total;
+    return n;
+}
+
+/* ------------------------------------------------------------------- tests */
+
+enum { H = 4096, D = 128, NQ = 32, NKV = 8, INTER = 14336, VOCAB = 128256 };
+static const float EPS = 1e-5f;
+
+static void test_embed(void)
+{
+    /* exact: mult 1 copies the bits widened; mult != 1 is one f32 product */
+    const int64_t V = VOCAB, n = 7;
+    uint16_t *table = malloc((size_t)V * H * 2);
+    REQUIRE(table);
+    for (int64_t i = 0; i < V * H; i++) {
+        uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        table[i] = (uint16_t)(0x3800u + ((z >> 40) & 0xFFFu)) | (uint16_t)((z >> 20) & 0x8000u);
+    }
+    const int32_t tok[7] = {0, (int32_t)V - 1, 12345, 12345, -1, (int32_t)V, 77};
+    uint16_t *dt = dev_up(table, (size_t)V * H * 2);
+    int32_t *dtok = dev_up(tok, sizeof tok);
+    float *dx = dev_up(NULL, (size_t)n * H * 4);
+    float *x = malloc((size_t)n * H * 4), *ref = malloc((size_t)H * 4);
+    REQUIRE(dt && dtok && dx && x && ref);
+    const float mults[2] = {1.0f, 0.375f};
+    for (int mi = 0; mi < 2; mi++) {
+        CHECK_OK(oct_cuda_embed(dtok, n, dt, V, H, mults[mi], dx, NULL));
+        REQUIRE(dev_down(x, dx, (size_t)n * H * 4));
+        int64_t wrong = 0;
+        for (int64_t t = 0; t < n; t++) {
+            if (tok[t] < 0 || tok[t] >= V) {
+                for (int64_t i = 0; i < H; i++)
+                    wrong += !isnan(x[t * H + i]);
+                continue;
+            }
+            embed_ref(ref, table, H, tok[t], mults[mi]);
+            wrong += memcmp(ref, x + t * H, (size_t)H * 4) != 0;
+        }
+        CHECKF(wrong == 0,
+               "embed mult %g: %lld rows/elements differ (tolerance: exact, NaN rows "
+               "for bad ids)",
+               (double)mults[mi], (long long)wrong);
+    }
+    printf("  embed: V %lld H %d: exact\n", (long long)V, H);
+    oct_cuda_free(dt);
+    oct_cuda_free(dtok);
+    oct_cuda_free(dx);
+    free(table);
+    free(x);
+    free(ref);
+}
+
+/* Checks a producer's output rows [m,k] (values ref, f32) for one kind. */
+static void check_act(const char *op, int kind, const float *ref, int64_t m, int64_t k,
+                      const uint16_t *y, const uint8_t *q, const float *scale, float ub,
+                      float static_scale)
+{
+    size_t n = (size_t)(m * k);
+    if (kind == OCT_CUDA_ACT_BF16) {
+        /* tolerance: within 1 bf16 ulp of RNE(ref) (the device's expf and the
+         * order of a double sum may move the f32 value by an ulp) */
+        int64_t off1 = 0, bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int32_t dlt = abs(bf16_ord(y[i]) - bf16_ord(bf(ref[i])));
+            off1 += dlt == 1;
+            bad += dlt > 1;
+        }
+        CHECKF(bad == 0, "%s bf16: %lld values more than 1 ulp off (tolerance 1 bf16 ulp)", op,
+               (long long)bad);
+        printf("  %s m %lld k %lld bf16: %lld of %zu values 1 ulp off, none more\n", op,
+               (long long)m, (long long)k, (long long)off1, n);
+        return;
+    }
+    uint8_t *rq = malloc(n);
+    int64_t ng = (k + 127) / 128;
+    float *rs = malloc((size_t)(m * ng) * 4);
+    if (!rq || !rs) {
+        free(rq);
+        free(rs);
+        CHECK(!"out of memory");
+        return;
+    }
+    int64_t ns = 0;
+    const char *kn = "static";
+    if (kind == OCT_CUDA_ACT_FP8_ROW) {
+        oct_quant_rows(OCT_FP8_E4M3FN, ref, m, k, ub, rq, rs);
+        ns = m;
+        kn = "row";
+    } else if (kind == OCT_CUDA_ACT_FP8_GROUP128) {
+        oct_quant_groups(OCT_FP8_E4M3FN, ref, m, k, 128, rq, rs);
+        ns = m * ng;
+        kn = "group128";
+    } else {
+        oct_quant_static(OCT_FP8_E4M3FN, ref, n, static_scale, rq);
+    }
+    double smax = 0.0;
+    for (int64_t i = 0; i < ns; i++) {
+        double r = fabs((double)scale[i] - (double)rs[i]) / (double)rs[i];
+        smax = r > smax ? r : smax;
+    }
+    int64_t bad = 0, diff = codes_diff(q, rq, n, &bad);
+    /* tolerance: scales within 2^-22 relative; codes equal but for one-step
+     * differences at rounding boundaries, at most 1 in 10^4 (+2) */
+    CHECKF(smax <= 0x1p-22, "%s fp8 %s: scale off by %.3g relative (tolerance 2^-22)", op, kn,
+           smax);
+    CHECKF(bad == 0 && diff <= (int64_t)(n / 10000) + 2,
+           "%s fp8 %s: %lld codes differ, %lld by more than one step (tolerance: one step, "
+           "<= n/1e4 + 2)",
+           op, kn, (long long)diff, (long long)bad);
+    printf("  %s m %lld k %lld fp8 %s: %lld of %zu codes one step off, scale rel err %.2g\n", op,
+           (long long)m, (long long)k, kn, (long long)diff, n, smax);
+    free(rq);
+    free(rs);
+}
+
+/* Runs a producer for each output kind and checks it against ref [m,k]. */
+typedef oct_status (*producer_fn)(void *ctx, int64_t m, const oct_cuda_act *out);
+
+static void run_kinds(const char *op, producer_fn fn, void *ctx, const float *ref, int64_t m,
+                      int64_t k)
+{
+    const size_t n = (size_t)(m * k);
+    const int64_t ng = (k + 127) / 128;
+    uint16_t *dy = dev_up(NULL, n * 2), *y = malloc(n * 2);
+    uint8_t *dq = dev_up(NULL, n), *q = malloc(n);
+    float *ds = dev_up(NULL, (size_t)(m * ng) * 4), *s = malloc((size_t)(m * ng) * 4);
+    if (!dy || !y || !dq || !q || !ds || !s) {
+        CHECK(!"allocation");
+        goto out;
+    }
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        amax = fabsf(ref[i]) > amax ? fabsf(ref[i]) : amax;
+    for (int kind = 0; kind < 5; kind++) {
+        oct_cuda_act a = {0};
+        a.kind = kind == 4 ? OCT_CUDA_ACT_FP8_ROW : kind;
+        a.y = dy;
+        a.q = dq;
+        a.scale = ds;
+        a.ub = kind == 4 ? amax * 0.25f : 0.0f; /* a bound that clips */
+        a.static_scale = amax / 300.0f;         /* some values saturate */
+        oct_status st = fn(ctx, m, &a);
+        CHECKF(st == OCT_OK, "%s kind %d: status %d (%s)", op, kind, st, oct_cuda_ops_last_error());
+        if (st != OCT_OK)
+            continue;
+        if (!dev_down(y, dy, n * 2) || !dev_down(q, dq, n) ||
+            !dev_down(s, ds, (size_t)(m * ng) * 4)) {
+            CHECK(!"download");
+            break;
+        }
+        check_act(op, a.kind, ref, m, k, y, q, s, a.ub, a.static_scale);
+    }
+out:
+    oct_cuda_free(dy);
+    oct_cuda_free(dq);
+    oct_cuda_free(ds);
+    free(y);
+    free(q);
+    free(s);
+}
+
+struct rms_ctx {
+    float *dx;
+    const float *x0; /* host copy of x before the call */
+    int64_t nx;      /* rows of x */
+    uint16_t *dadd;
+    float add_mult;
+    float *dw;
+    int32_t *drows;
+    int64_t k;
+};
+
+static oct_status rms_call(void *c, int64_t m, const oct_cuda_act *out)
+{
+    struct rms_ctx *r = c;
+    /* each call starts from the same x (the add is in place) */
+    if (oct_cuda_memcpy_h2d(r->dx, r->x0, (size_t)(r->nx * r->k) * 4) != OCT_OK)
+        return OCT_ERR_INTERNAL;
+    return oct_cuda_rmsnorm(r->dx, r->dadd, r->add_mult, r->dw, r->drows, m, r->k, EPS, out, NULL);
+}
+
+static void test_rmsnorm(void)
+{
+    const int64_t ms[4] = {1, 3, 17, 100};
+    const int64_t ks[2] = {H, 200}; /* 200: a partial last 1x128 group */
+    for (int ki = 0; ki < 2; ki++)
+        for (int mi = 0; mi < 4; mi++) {
+            const int64_t m = ms[mi], k = ks[ki];
+            if (k != H && m != 17)
+                continue;
+            const size_t n = (size_t)(m * k);
+            float *x = malloc(n * 4), *w = malloc((size_t)k * 4), *ref = malloc(n * 4);
+            float *xr = malloc(n * 4), *xd = malloc(n * 4);
+            uint16_t *add = malloc(n * 2);
+            REQUIRE(x && w && ref && add && xr && xd);
+            for (size_t i = 0; i < n; i++) {
+                x[i] = rng_normal() * 3.0f;
+                add[i] = bf(rng_normal());
+            }
+            for (int64_t i = 0; i < k; i++)
+                w[i] = 0.5f + rng_unif();
+            const float am = mi % 2 ? 0.22f : 1.0f; /* Granite's residual multiplier */
+            for (size_t i = 0; i < n; i++)
+                xr[i] = x[i] + fb(add[i]) * am; /* x += h * residual_multiplier */
+            for (int64_t t = 0; t < m; t++)
+                rmsnorm_ref(ref + t * k, xr + t * k, w, k, EPS);
+            struct rms_ctx c = {dev_up(x, n * 4),         x,    m, dev_up(add, n * 2), am,
+                                dev_up(w, (size_t)k * 4), NULL, k};
+            REQUIRE(c.dx && c.dadd && c.dw);
+            run_kinds("rmsnorm+add", rms_call, &c, ref, m, k);
+            /* the residual add in place: exact */
+            REQUIRE(dev_down(xd, c.dx, n * 4));
+            CHECKF(memcmp(xd, xr, n * 4) == 0,
+                   "rmsnorm m %lld: x after the add differs "
+                   "(tolerance: exact f32)",
+                   (long long)m);
+            /* a row map (the final norm over the rows that want logits), no add */
+            if (m == 17) {
+                const int32_t rows[3] = {16, 0, 16};
+                float *ref3 = malloc((size_t)(3 * k) * 4);
+                REQUIRE(ref3);
+                for (int t = 0; t < 3; t++)
+                    rmsnorm_ref(ref3 + t * k, x + rows[t] * k, w, k, EPS);
+                c.dadd = NULL;
+                c.drows = dev_up(rows, sizeof rows);
+                REQUIRE(c.drows);
+                run_kinds("rmsnorm rows", rms_call, &c, ref3, 3, k);
+                oct_cuda_free(c.drows);
+                free(ref3);
+                c.dadd = NULL;
+            }
+            oct_cuda_free(c.dx);
+            oct_cuda_free(c.dw);
+            free(x);
+            free(w);
+            free(ref);
+            free(add);
+            free(xr);
+            free(xd);
+            (void)c;
+        }
+}
+
+struct silu_ctx {
+    uint16_t *dgu;
+    int64_t I;
+};
+
+static oct_status silu_call(void *c, int64_t m, const oct_cuda_act *out)
+{
+    struct silu_ctx *s = c;
+    return oct_cuda_silu_mul(s->dgu, m, s->I, out, NULL);
+}
+
+static void test_silu_mul(void)
+{
+    const int64_t ms[3] = {1, 3, 17};
+    for (int mi = 0; mi < 3; mi++) {
+        const int64_t m = ms[mi], I = INTER;
+        const size_t n = (size_t)(m * I);
+        uint16_t *gu = malloc(n * 4);
+        float *ref = malloc(n * 4);
+        REQUIRE(gu && ref);
+        for (size_t i = 0; i < 2 * n; i++)
+            gu[i] = bf(rng_normal() * 2.0f);
+        for (int64_t t = 0; t < m; t++)
+            for (int64_t i = 0; i < I; i++)
+                ref[t * I + i] = silu_mul_ref(fb(gu[t * 2 * I + i]), fb(gu[t * 2 * I + I + i]));
+        struct silu_ctx c = {dev_up(gu, n * 4), I};
+        REQUIRE(c.dgu);
+        run_kinds("silu_mul", silu_call, &c, ref, m, I);
+        oct_cuda_free(c.dgu);
+        free(gu);
+        free(ref);
+    }
+}
+
+static void test_rope(void)
+{
+    /* tolerance: each element within 1 bf16 ulp of RNE(ref), or within
+     * 2^-16 * max|head| (a result that cancels: cosf / sinf of the device and
+     * of glibc may differ by an ulp) */
+    const int64_t ds[3] = {D, 64, 256};
+    const int64_t ms[3] = {1, 17, 100};
+    for (int di = 0; di < 3; di++)
+        for (int norm = 0; norm < 2; norm++) {
+            const int64_t d = ds[di], m = ms[(di + norm) % 3], nq = NQ, nkv = NKV;
+            const int64_t row = (nq + 2 * nkv) * d;
+            const size_t n = (size_t)(m * row);
+            uint16_t *qkv = malloc(n * 2), *out = malloc(n * 2);
+            float *inv = malloc((size_t)d / 2 * 4), *qn = malloc((size_t)d * 4),
+                  *kn = malloc((size_t)d * 4), *v = malloc((size_t)d * 4);
+            int32_t *pos = malloc((size_t)m * 4);
+            REQUIRE(qkv && out && inv && qn && kn && v && pos);
+            for (size_t i = 0; i < n; i++)
+                qkv[i] = bf(rng_normal() * 2.0f);
+            for (int64_t i = 0; i < d / 2; i++)
+                inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / (float)d);
+            for (int64_t i = 0; i < d; i++) {
+                qn[i] = 0.5f + rng_unif();
+                kn[i] = 0.5f + rng_unif();
+            }
+            for (int64_t t = 0; t < m; t++)
+                pos[t] = t == 0 ? 0 : (int32_t)(rng_u64() % 40000);
+            uint16_t *dq = dev_up(qkv, n * 2);
+            int32_t *dp = dev_up(pos, (size_t)m * 4);
+            float *di_ = dev_up(inv, (size_t)d / 2 * 4), *dqn = dev_up(qn, (size_t)d * 4),
+                  *dkn = dev_up(kn, (size_t)d * 4);
+            REQUIRE(dq && dp && di_ && dqn && dkn);
+            CHECK_OK(oct_cuda_rope_qk(dq, m, nq, nkv, d, dp, di_, norm ? dqn : NULL,
+                                      norm ? dkn : NULL, EPS, NULL));
+            REQUIRE(dev_down(out, dq, n * 2));
+            int64_t off1 = 0, bad = 0, vchg = 0;
+            for (int64_t t = 0; t < m; t++)
+                for (int64_t h = 0; h < nq + 2 * nkv; h++) {
+                    const uint16_t *src = qkv + t * row + h * d, *got = out + t * row + h * d;
+                    if (h >= nq + nkv) { /* v heads: untouched */
+                        vchg += memcmp(src, got, (size_t)d * 2) != 0;
+                        continue;
+                    }
+                    for (int64_t i = 0; i < d; i++)
+                        v[i] = fb(src[i]);
+                    if (norm)
+                        rmsnorm_ref(v, v, h < nq ? qn : kn, d, EPS);
+                    rope_ref(v, d, inv, pos[t]);
+                    float hm = 0.0f;
+                    for (int64_t i = 0; i < d; i++)
+                        hm = fabsf(v[i]) > hm ? fabsf(v[i]) : hm;
+                    for (int64_t i = 0; i < d; i++) {
+                        int32_t dl = abs(bf16_ord(got[i]) - bf16_ord(bf(v[i])));
+                        if (dl == 1)
+                            off1++;
+                        else if (dl > 1 && fabsf(fb(got[i]) - v[i]) > hm * 0x1p-16f)
+                            bad++;
+                    }
+                }
+            CHECKF(bad == 0 && vchg == 0,
+                   "rope d %lld norm %d: %lld values off (tolerance 1 bf16 ulp or 2^-16 "
+                   "max|head|), %lld v heads changed",
+                   (long long)d, norm, (long long)bad, (long long)vchg);
+            printf("  rope m %lld d %lld qk_norm %d: %lld values 1 ulp off, none beyond\n",
+                   (long long)m, (long long)d, norm, (long long)off1);
+            oct_cuda_free(dq);
+            oct_cuda_free(dp);
+            oct_cuda_free(di_);
+            oct_cuda_free(dqn);
+            oct_cuda_free(dkn);
+            free(qkv);
+            free(out);
+            free(inv);
+            free(qn);
+            free(kn);
+            free(v);
+            free(pos);
+        }
+}
+
+/* One attention configuration: sequences of the given contexts, their K/V
+ * written by oct_cuda_kv_store (checked against kv_store_ref), then decode rows
+ * (the last position of each, plus a padding row) and prefill rows (every
+ * position of the chosen sequences) against attention_ref. */
+struct attn_case {
+    int64_t nq, nkv, d, window;
+    bool fp8;
+    int n_seqs;
+    int64_t ctx[8];
+    int prefill_seq; /* -1: none */
+};
+
+static void run_attention(const struct attn_case *c)
+{
+    const int64_t nq = c->nq, nkv = c->nkv, d = c->d, bs = 16, row = (nq + 2 * nkv) * d;
+    int64_t max_ctx = 0, total = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        max_ctx = c->ctx[s] > max_ctx ? c->ctx[s] : max_ctx;
+        total += c->ctx[s];
+    }
+    const int64_t max_blocks = (max_ctx + bs - 1) / bs;
+    const int64_t n_blocks = max_blocks * c->n_seqs;
+    const size_t esz = c->fp8 ? 1 : 2;
+    const size_t cache_elems = (size_t)(n_blocks * nkv * bs * d);
+    const float ks = c->fp8 ? 0.02f : 1.0f, vs = c->fp8 ? 0.015f : 1.0f;
+    const float scale = 1.0f / sqrtf((float)d);
+    int32_t *bt = malloc((size_t)(c->n_seqs * max_blocks) * 4);
+    int32_t *perm = malloc((size_t)n_blocks * 4);
+    uint16_t *qkv = malloc((size_t)(total * row) * 2);
+    int32_t *slot = malloc((size_t)total * 4), *rseq = malloc((size_t)(total + 1) * 4),
+            *rpos = malloc((size_t)(total + 1) * 4);
+    uint8_t *kc = calloc(cache_elems, esz), *vc = calloc(cache_elems, esz);
+    uint8_t *kd = malloc(cache_elems * esz), *vd = malloc(cache_elems * esz);
+    REQUIRE(bt && perm && qkv && slot && rseq && rpos && kc && vc && kd && vd);
+    for (int64_t i = 0; i < n_blocks; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n_blocks - 1; i > 0; i--) { /* blocks in a random order */
+        int64_t j = (int64_t)(rng_u64() % (uint64_t)(i + 1));
+        int32_t tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int64_t i = 0; i < c->n_seqs * max_blocks; i++)
+        bt[i] = perm[i];
+    /* the K/V rows of every position (q heads too: the same rows serve prefill) */
+    float vmax = 0.0f;
+    int64_t r = 0;
+    int64_t *first = malloc((size_t)c->n_seqs * 8);
+    REQUIRE(first);
+    for (int s = 0; s < c->n_seqs; s++) {
+        first[s] = r;
+        for (int64_t p = 0; p < c->ctx[s]; p++, r++) {
+            for (int64_t i = 0; i < row; i++)
+                qkv[r * row + i] = bf(rng_normal() * (i >= (nq + nkv) * d ? 1.5f : 1.0f));
+            slot[r] = bt[s * max_blocks + p / bs] * (int32_t)bs + (int32_t)(p % bs);
+            rseq[r] = s;
+            rpos[r] = (int32_t)p;
+            for (int64_t h = 0; h < nkv; h++) {
+                size_t idx = kv_index_ref(bt, max_blocks, s, p, h, nkv, bs, d);
+                const uint16_t *k = qkv + r * row + nq * d + h * d;
+                kv_store_ref(c->fp8, kc, idx, k, d, ks);
+                kv_store_ref(c->fp8, vc, idx, k + nkv * d, d, vs);
+            }
+        }
+    }
+    for (int64_t i = 0; i < total; i++)
+        for (int64_t e = (nq + nkv) * d; e < row; e++)
+            vmax = fabsf(fb(qkv[i * row + e])) > vmax ? fabsf(fb(qkv[i * row + e])) : vmax;
+    uint16_t *dqkv = dev_up(qkv, (size_t)(total * row) * 2);
+    int32_t *dslot = dev_up(slot, (size_t)total * 4),
+            *dbt = dev_up(bt, (size_t)(c->n_seqs * max_blocks) * 4);
+    void *dkc = dev_up(NULL, cache_elems * esz), *dvc = dev_up(NULL, cache_elems * esz);
+    REQUIRE(dqkv && dslot && dbt && dkc && dvc);
+    const int dt = c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+    CHECK_OK(oct_cuda_kv_store(dqkv, total, nq, nkv, d, dslot, bs, dt, dkc, dvc, ks, vs, NULL));
+    /* blocks never written stay as the device had them: compare written slots */
+    REQUIRE(dev_down(kd, dkc, cache_elems * esz) && dev_down(vd, dvc, cache_elems * esz));
+    int64_t kv_bad = 0;
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int64_t p = 0; p < c->ctx[s]; p++)
+            for (int64_t h = 0; h < nkv; h++) {
+                size_t idx = kv_index_ref(bt, max_blocks, s, p, h, nkv, bs, d) * esz;
+                kv_bad += memcmp(kc + idx, kd + idx, (size_t)d * esz) != 0;
+                kv_bad += memcmp(vc + idx, vd + idx, (size_t)d * esz) != 0;
+            }
+    CHECKF(kv_bad == 0, "kv_store %s: %lld head rows differ (tolerance: exact)",
+           c->fp8 ? "e4m3" : "bf16", (long long)kv_bad);
+    /* attention rows: decode (last positions + one padding row), then prefill */
+    int64_t m_dec = c->n_seqs + 1, m_pre = c->prefill_seq >= 0 ? c->ctx[c->prefill_seq] : 0;
+    int64_t m_all = m_dec + m_pre;
+    uint16_t *q = malloc((size_t)(m_all * row) * 2);
+    int32_t *qs = malloc((size_t)m_all * 4), *qp = malloc((size_t)m_all * 4);
+    REQUIRE(q && qs && qp);
+    for (int64_t t = 0; t < m_all; t++) {
+        int64_t src;
+        if (t < c->n_seqs) {
+            qs[t] = (int32_t)t;
+            qp[t] = (int32_t)c->ctx[t] - 1;
+            src = first[t] + c->ctx[t] - 1;
+        } else if (t == c->n_seqs) { /* padding row */
+            qs[t] = 0;
+            qp[t] = -1;
+            src = 0;
+        } else {
+            int64_t p = t - m_dec;
+            qs[t] = c->prefill_seq;
+            qp[t] = (int32_t)p;
+            src = first[c->prefill_seq] + p;
+        }
+        memcpy(q + t * row, qkv + src * row, (size_t)row * 2);
+    }
+    uint16_t *dq = dev_up(q, (size_t)(m_all * row) * 2),
+             *dout = dev_up(NULL, (size_t)(m_all * nq * d) * 2);
+    int32_t *dqs = dev_up(qs, (size_t)m_all * 4), *dqp = dev_up(qp, (size_t)m_all * 4);
+    size_t wsb = oct_cuda_attention_workspace_bytes(m_all, nq, d, max_ctx);
+    void *dws = wsb ? dev_up(NULL, wsb) : NULL;
+    REQUIRE(dq && dout && dqs && dqp && (!wsb || dws));
+    uint16_t *out = malloc((size_t)(m_all * nq * d) * 2);
+    float *sc = malloc((size_t)max_ctx * 4), *o = malloc((size_t)d * 4),
+          *qf = malloc((size_t)d * 4);
+    REQUIRE(out && sc && o && qf);
+    /* decode and prefill as separate calls (their own m), then both in one */
+    const int64_t starts[3] = {0, m_dec, 0}, counts[3] = {m_dec, m_pre, m_all};
+    for (int call = 0; call < 3; call++) {
+        int64_t t0 = starts[call], mm = counts[call];
+        if (mm == 0)
+            continue;
+        oct_status st = oct_cuda_attention(dq + t0 * row, mm, nq, nkv, d, dqs + t0, dqp + t0, dbt,
+                                           max_blocks, bs, dt, dkc, dvc, ks, vs, scale, c->window,
+                                           max_ctx, dout, dws, wsb, NULL);
+        CHECKF(st == OCT_OK, "attention: status %d (%s)", st, oct_cuda_ops_last_error());
+        REQUIRE(dev_down(out, dout, (size_t)(mm * nq * d) * 2));
+        double maxerr = 0.0;
+        int64_t pad_bad = 0;
+        for (int64_t t = 0; t < mm; t++) {
+            int64_t tt = t0 + t;
+            if (qp[tt] < 0) {
+                for (int64_t i = 0; i < nq * d; i++)
+                    pad_bad += out[t * nq * d + i] != 0;
+                continue;
+            }
+            for (int64_t h = 0; h < nq; h++) {
+                for (int64_t i = 0; i < d; i++)
+                    qf[i] = fb(q[tt * row + h * d + i]);
+                attention_ref(qf, d, qp[tt], c->window, c->fp8, kc, vc, ks, vs, scale, bt,
+                              max_blocks, qs[tt], h / (nq / nkv), nkv, bs, sc, o);
+                for (int64_t i = 0; i < d; i++) {
+                    double e = fabs((double)fb(out[t * nq * d + h * d + i]) - (double)o[i]);
+                    maxerr = e > maxerr ? e : maxerr;
+                }
+            }
+        }
+        /* tolerance: max abs error vs the f32 reference <= 2e-2 * max|v| */
+        CHECKF(maxerr <= 2e-2 * (double)vmax && pad_bad == 0,
+               "attention %s d %lld %lld/%lld window %lld call %d: max abs err %.4g (tolerance "
+               "%.4g = 2e-2 max|v|), %lld padding outputs not 0",
+               c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)nq, (long long)nkv,
+               (long long)c->window, call, maxerr, 2e-2 * (double)vmax, (long long)pad_bad);
+        printf("  attention %s kv, d %lld, %lld/%lld heads, window %lld, %s m %lld (max ctx "
+               "%lld): max abs err %.3g (max|v| %.3g)\n",
+               c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)nq, (long long)nkv,
+               (long long)c->window,
+               call == 0   ? "decode"
+               : call == 1 ? "prefill"
+                           : "mixed",
+               (long long)mm, (long long)max_ctx, maxerr, (double)vmax);
+    }
+    oct_cuda_free(dqkv);
+    oct_cuda_free(dslot);
+    oct_cuda_free(dbt);
+    oct_cuda_free(dkc);
+    oct_cuda_free(dvc);
+    oct_cuda_free(dq);
+    oct_cuda_free(dout);
+    oct_cuda_free(dqs);
+    oct_cuda_free(dqp);
+    oct_cuda_free(dws);
+    free(bt);
+    free(perm);
+    free(qkv);
+    free(slot);
+    free(rseq);
+    free(rpos);
+    free(kc);
+    free(vc);
+    free(kd);
+    free(vd);
+    free(first);
+    free(q);
+    free(qs);
+    free(qp);
+    free(out);
+    free(sc);
+    free(o);
+    free(qf);
+}
+
+static void test_attention(void)
+{
+    const struct attn_case cases[] = {
+        /* Llama 3 8B heads; block boundaries 15/16/17; 257 and 3000 split into partitions */
+        {NQ, NKV, D, 0, false, 7, {1, 16, 17, 18, 256, 257, 3000}, 5},
+        {NQ, NKV, D, 0, true, 7, {1, 16, 17, 18, 256, 257, 3000}, 2},
+        /* a sliding window of 256: p = 255 (j0 = 0), 256 (j0 = 1), 2999 */
+        {NQ, NKV, D, 256, false, 4, {255, 256, 257, 3000}, 2},
+        {NQ, NKV, D, 256, true, 4, {255, 256, 257, 3000}, -1},
+        /* d 256 with 8 query heads per KV head; d 64 with 12 (two blocks per group) */
+        {16, 2, 256, 0, false, 3, {5, 300, 1100}, 1},
+        {24, 2, 64, 0, true, 3, {3, 513, 1025}, 0},
+        {8, 8, 128, 0, false, 2, {40, 600}, 0}, /* MHA: one query head per KV head */
+    };
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(cases); i++)
+        run_attention(&cases[i]);
+}
+
+static void test_gemm_bf16(void)
+{
+    /* tolerance vs the double reference: |err| <= 2^-8 |ref| (bf16 output's
+     * rounding) + 2^-16 sum|x w| (f32 accumulation, any order) */
+    oct_cuda_ctx *ctx = NULL;
+    REQUIRE(oct_cuda_ctx_create(&ctx) == OCT_OK);
+    struct {
+        int64_t m, n, k;
+        bool bias, f32;
+        float mult;
+    } cs[] = {
+        {1, 1024, H, false, false, 1.0f},  {17, 1024, H, true, false, 1.0f},
+        {100, 512, H, false, false, 0.5f}, {3, VOCAB, H, false, true, 1.0f},
+        {5, 6144, H, true, true, 0.125f},  {2, 333, 136, true, false, 1.0f},
+    };
+    for (size_t ci = 0; ci < OCT_ARRAY_LEN_T(cs); ci++) {
+        const int64_t m = cs[ci].m, n = cs[ci].n, k = cs[ci].k;
+        uint16_t *x = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+        float *b = malloc((size_t)n * 4), *y = malloc((size_t)(m * n) * 4);
+        double *ref = malloc((size_t)(m * n) * 8), *mag = malloc((size_t)(m * n) * 8);
+        REQUIRE(x && w && b && y && ref && mag);
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = bf(rng_normal());
+        for (int64_t i = 0; i < n * k; i++)
+            w[i] = bf(rng_normal() * 0.05f);
+        for (int64_t i = 0; i < n; i++)
+            b[i] = rng_normal();
+        gemm_ref(x, w, cs[ci].bias ? b : NULL, m, n, k, ref, mag);
+        uint16_t *dx = dev_up(x, (size_t)(m * k) * 2), *dw = dev_up(w, (size_t)(n * k) * 2);
+        float *db = dev_up(b, (size_t)n * 4);
+        void *dy = dev_up(NULL, (size_t)(m * n) * 4);
+        REQUIRE(dx && dw && db && dy);
+        oct_status st = oct_cuda_gemm_bf16(ctx, m, n, k, dx, dw, cs[ci].bias ? db : NULL,
+                                           cs[ci].mult, dy, cs[ci].f32, NULL);
+        CHECKF(st == OCT_OK, "gemm_bf16 %lld x %lld x %lld: status %d (%s)", (long long)m,
+               (long long)n, (long long)k, st, oct_cuda_ops_last_error());
+        if (st == OCT_OK) {
+            REQUIRE(dev_down(y, dy, (size_t)(m * n) * (cs[ci].f32 ? 4 : 2)));
+            double maxrel = 0.0;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < m * n; i++) {
+                double g = cs[ci].f32 ? (double)y[i] : (double)fb(((uint16_t *)y)[i]);
+                double rv = ref[i] * (double)cs[ci].mult,
+                       tol_acc = 0x1p-16 * mag[i] * (double)cs[ci].mult;
+                double e = fabs(g - rv);
+                double tol = (cs[ci].f32 ? 0.0 : 0x1p-8 * fabs(rv)) + tol_acc + 1e-30;
+                bad += e > tol;
+                double rel = e / (fabs(rv) + tol_acc + 1e-30);
+                maxrel = rel > maxrel ? rel : maxrel;
+            }
+            CHECKF(bad == 0,
+                   "gemm_bf16 %lld x %lld x %lld bias %d f32 %d: %lld outputs beyond "
+                   "2^-8|ref| + 2^-16 sum|xw|",
+                   (long long)m, (long long)n, (long long)k, cs[ci].bias, cs[ci].f32,
+                   (long long)bad);
+            printf("  gemm_bf16 %lld x %lld x %lld bias %d %s out mult %g: max err / (|ref| + "
+                   "2^-16 sum|xw|) %.3g\n",
+                   (long long)m, (long long)n, (long long)k, cs[ci].bias,
+                   cs[ci].f32 ? "f32" : "bf16", (double)cs[ci].mult, maxrel);
+        }
+        if (ci == 1) /* bf16 output, bias and a multiplier: refused */
+            CHECK(oct_cuda_gemm_bf16(ctx, m, n, k, dx, dw, db, 2.0f, dy, false, NULL) ==
+                  OCT_ERR_UNSUPPORTED);
+        oct_cuda_free(dx);
+        oct_cuda_free(dw);
+        oct_cuda_free(db);
+        oct_cuda_free(dy);
+        free(x);
+        free(w);
+        free(b);
+        free(y);
+        free(ref);
+        free(mag);
+    }
+    oct_cuda_ctx_free(ctx);
+}
+
+/* Runs steps launches of oct_cuda_sample on logits [n,V] with params pp[n]
+ * (step set per launch); ids [steps][n]. */
+static bool sample_runs(const float *dl, int64_t n, int64_t V, oct_cuda_sample_params *pp,
+                        int steps, int32_t *ids, float *lp)
+{
+    oct_cuda_sample_params *dp = dev_up(NULL, (size_t)n * sizeof *pp);
+    int32_t *did = dev_up(NULL, (size_t)n * 4);
+    float *dlp = dev_up(NULL, (size_t)n * 4);
+    bool ok = dp && did && dlp;
+    for (int s = 0; ok && s < steps; s++) {
+        for (int64_t i = 0; i < n; i++)
+            pp[i].step = (uint64_t)s;
+        ok = oct_cuda_memcpy_h2d(dp, pp, (size_t)n * sizeof *pp) == OCT_OK &&
+             oct_cuda_sample(dl, n, V, dp, did, dlp, NULL, 0, NULL) == OCT_OK &&
+             dev_down(ids + (size_t)s * (size_t)n, did, (size_t)n * 4) &&
+             (!lp || s > 0 || dev_down(lp, dlp, (size_t)n * 4));
+    }
+    oct_cuda_free(dp);
+    oct_cuda_free(did);
+    oct_cuda_free(dlp);
+    return ok;
+}
+
+static void test_sample(void)
+{
+    const int64_t V = VOCAB, n = 8;
+    float *lg = malloc((size_t)(n * V) * 4), *prob = malloc((size_t)V * 4);
+    int32_t *idx = malloc((size_t)V * 4);
+    unsigned char *inset = malloc((size_t)V);
+    REQUIRE(lg && prob && idx && inset);
+    for (int64_t i = 0; i < n * V; i++)
+        lg[i] = rng_normal() * 3.0f;
+    lg[0 * V + 70000] = lg[0 * V + 500] = 40.0f; /* a tie for the argmax: 500 wins */
+    for (int64_t v = 100; v < 110; v++)          /* row 7: ten tied leaders, top-k 3 */
+        lg[7 * V + v] = 30.0f;
+    /* greedy rows 0-1, then filtered ones */
+    oct_cuda_sample_params pp[8] = {
+        {0.0f, 1.0f, 0.0f, 0, 1, 0}, {0.0f, 0.5f, 0.1f, 10, 2, 0}, {0.7f, 1.0f, 0.0f, 50, 3, 0},
+        {1.0f, 0.9f, 0.0f, 0, 4, 0}, {1.3f, 1.0f, 0.05f, 0, 5, 0}, {0.8f, 0.8f, 0.02f, 40, 6, 0},
+        {1.0f, 1.0f, 0.0f, 1, 7, 0}, /* top-k 1 = greedy */
+        {1.0f, 1.0f, 0.0f, 3, 8, 0},
+    };
+    float *dl = dev_up(lg, (size_t)(n * V) * 4);
+    REQUIRE(dl);
+    const int steps = quick ? 3 : 40;
+    int32_t *ids = malloc((size_t)(steps * n) * 4);
+    float lp[8];
+    REQUIRE(ids);
+    REQUIRE(sample_runs(dl, n, V, pp, steps, ids, lp));
+    /* tolerance: greedy ids equal; a filtered row's every pick inside
+     * sampler.c's kept set; logprob within 1e-4 of the double log-softmax */
+    for (int64_t r = 0; r < n; r++) {
+        const float *l = lg + r * V;
+        int32_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (l[v] > l[best])
+                best = (int32_t)v;
+        double se = 0.0;
+        for (int64_t v = 0; v < V; v++)
+            se += exp((double)l[v] - (double)l[best]);
+        double lref = (double)l[ids[r]] - (double)l[best] - log(se);
+        CHECKF(fabs((double)lp[r] - lref) <= 1e-4 * fmax(1.0, fabs(lref)),
+               "sample row %lld: logprob %.6g, reference %.6g (tolerance 1e-4)", (long long)r,
+               (double)lp[r], lref);
+        if (pp[r].temperature == 0.0f) {
+            for (int s = 0; s < steps; s++)
+                CHECKF(ids[s * n + r] == best, "greedy row %lld: id %d, argmax %d", (long long)r,
+                       ids[s * n + r], best);
+            continue;
+        }
+        double total;
+        int64_t k = sample_set_ref(l, V, pp[r].temperature, pp[r].top_k, pp[r].top_p, pp[r].min_p,
+                                   prob, idx, &total);
+        memset(inset, 0, (size_t)V);
+        for (int64_t i = 0; i < k; i++)
+            inset[idx[i]] = 1;
+        int64_t outside = 0, distinct = 0;
+        for (int s = 0; s < steps; s++)
+            outside += !inset[ids[s * n + r]];
+        for (int s = 0; s < steps; s++) {
+            bool seen = false;
+            for (int s2 = 0; s2 < s; s2++)
+                seen |= ids[s2 * n + r] == ids[s * n + r];
+            distinct += !seen;
+        }
+        CHECKF(outside == 0, "sample row %lld: %lld of %d picks outside the kept set of %lld",
+               (long long)r, (long long)outside, steps, (long long)k);
+        if (r == 6)
+            CHECKF(ids[r] == best, "top-k 1: id %d, argmax %d", ids[r], best);
+        printf("  sample row %lld (T %g, top-k %d, top-p %g, min-p %g): kept set %lld, %d picks "
+               "inside, %lld distinct\n",
+               (long long)r, (double)pp[r].temperature, pp[r].top_k, (double)pp[r].top_p,
+               (double)pp[r].min_p, (long long)k, steps, (long long)distinct);
+    }
+    oct_cuda_free(dl);
+    free(lg);
+    free(ids);
+
+    /* frequencies: 8 live ids (logits log p_i), the rest far below; 128 rows x 50
+     * steps; each id's frequency within 5 sigma + 0.005 of its probability under
+     * the filters (plain, top-k 5, top-p 0.7) */
+    const int64_t nr = quick ? 4 : 128;
+    const int fs = quick ? 2 : 50;
+    const float live_p[8] = {0.3f, 0.2f, 0.15f, 0.12f, 0.1f, 0.08f, 0.04f, 0.01f};
+    const int32_t live_id[8] = {9, 100000, 5, 77777, 128255, 0, 4242, 60000};
+    float *lf = malloc((size_t)(nr * V) * 4);
+    int32_t *fid = malloc((size_t)(fs * nr) * 4);
+    oct_cuda_sample_params *fp = malloc((size_t)nr * sizeof *fp);
+    REQUIRE(lf && fid && fp);
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t v = 0; v < V; v++)
+            lf[r * V + v] = -60.0f;
+        for (int i = 0; i < 8; i++)
+            lf[r * V + live_id[i]] = logf(live_p[i]);
+    }
+    float *dlf = dev_up(lf, (size_t)(nr * V) * 4);
+    REQUIRE(dlf);
+    const struct {
+        int32_t top_k;
+        float top_p;
+        int keep; /* live ids kept, by descending probability */
+    } fcases[3] = {{0, 1.0f, 8}, {5, 1.0f, 5}, {0, 0.7f, 4}};
+    for (int fc = 0; fc < 3; fc++) {
+        for (int64_t r = 0; r < nr; r++)
+            fp[r] = (oct_cuda_sample_params){
+                1.0f, fcases[fc].top_p, 0.0f, fcases[fc].top_k, 1234u + (uint64_t)fc, 0};
+        REQUIRE(sample_runs(dlf, nr, V, fp, fs, fid, NULL));
+        double norm = 0.0;
+        for (int i = 0; i < fcases[fc].keep; i++)
+            norm += (double)live_p[i];
+        const double N = (double)(fs * nr);
+        double worst = 0.0;
+        int64_t other = 0;
+        for (int i = 0; i < 8; i++) {
+            int64_t cnt = 0;
+            for (int64_t j = 0; j < fs * nr; j++)
+                cnt += fid[j] == live_id[i];
+            double pe = i < fcases[fc].keep ? (double)live_p[i] / norm : 0.0;
+            double f = (double)cnt / N, tol = 5.0 * sqrt(pe * (1.0 - pe) / N) + 0.005;
+            CHECKF(quick || fabs(f - pe) <= tol,
+                   "sample freq case %d id %d: %.4f, expected %.4f (tolerance 5 sigma + 0.005 = "
+                   "%.4f)",
+                   fc, live_id[i], f, pe, tol);
+            worst = fabs(f - pe) > worst ? fabs(f - pe) : worst;
+        }
+        for (int64_t j = 0; j < fs * nr; j++) {
+            bool live = false;
+            for (int i = 0; i < 8; i++)
+                live |= fid[j] == live_id[i];
+            other += !live;
+        }
+        CHECKF(other == 0, "sample freq case %d: %lld picks of dead ids", fc, (long long)other);
+        printf("  sample frequencies (top-k %d, top-p %g), %d draws: max |freq - p| %.4f\n",
+               fcases[fc].top_k, (double)fcases[fc].top_p, fs * (int)nr, worst);
+    }
+    oct_cuda_free(dlf);
+    free(lf);
+    free(fid);
+    free(fp);
+    free(prob);
+    free(idx);
+    free(inset);
+}
+
+static void test_bad_shapes(void)
+{
+    /* every call returns an error status (and a message), none crashes */
+    void *d = NULL;
+    REQUIRE(oct_cuda_malloc(&d, 1 << 20) == OCT_OK);
+    oct_cuda_act a = {OCT_CUDA_ACT_BF16, d, d, d, 0.0f, 1.0f};
+    oct_cuda_act bad_kind = {9, d, d, d, 0.0f, 1.0f};
+    oct_cuda_act bad_static = {OCT_CUDA_ACT_FP8_STATIC, d, d, d, 0.0f, 0.0f};
+    CHECK(oct_cuda_embed(d, -1, d, 10, 10, 1.0f, d, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_embed(d, 1, d, 0, 10, 1.0f, d, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rmsnorm(d, NULL, 1.0f, d, NULL, 1, 0, EPS, &a, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rmsnorm(d, d, 1.0f, d, d, 1, 16, EPS, &a, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rmsnorm(d, NULL, 1.0f, d, NULL, 1, 16, EPS, &bad_kind, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rmsnorm(d, NULL, 1.0f, d, NULL, 1, 16, EPS, &bad_static, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rmsnorm(d, NULL, 1.0f, d, NULL, 1, 16, EPS, NULL, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_silu_mul(NULL, 1, 16, &a, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_silu_mul(d, 1, -4, &a, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_rope_qk(d, 1, 4, 2, 7, d, d, NULL, NULL, EPS, NULL) == OCT_ERR_UNSUPPORTED);
+    CHECK(oct_cuda_rope_qk(d, 1, 4, 2, 1024, d, d, NULL, NULL, EPS, NULL) == OCT_ERR_UNSUPPORTED);
+    CHECK(oct_cuda_rope_qk(d, -2, 4, 2, 64, d, d, NULL, NULL, EPS, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 16, 7, d, d, 1.0f, 1.0f, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 0, OCT_CUDA_KV_BF16, d, d, 1.0f, 1.0f, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 16, OCT_CUDA_KV_E4M3, d, d, 0.0f, 1.0f, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_attention(d, 1, 6, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
+                             d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* 6 % 4 */
+    CHECK(oct_cuda_attention(d, 1, 8, 4, 260, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
+                             64, d, NULL, 0, NULL) == OCT_ERR_UNSUPPORTED); /* d > 256 */
+    CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
+                             100, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* ctx > 4 x 16 */
+    CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 200, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
+                             3000, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* no workspace */
+    CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, 5, d, d, 1, 1, 1, 0, 64, d, NULL, 0,
+                             NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_gemm_bf16(NULL, 1, 16, 16, d, d, NULL, 1.0f, d, false, NULL) ==
+          OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_sample(d, 1, 0, d, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_sample(NULL, 1, 10, d, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_ops_last_error()[0] != '\0');
+    /* zero rows: nothing to do */
+    CHECK_OK(oct_cuda_rmsnorm(NULL, NULL, 1.0f, NULL, NULL, 0, 16, EPS, &a, NULL));
+    CHECK_OK(oct_cuda_sample(NULL, 0, 10, NULL, NULL, NULL, NULL, 0, NULL));
+    /* the device is still healthy */
+    char byte;
+    CHECK(oct_cuda_memcpy_d2h(&byte, d, 1) == OCT_OK);
+    oct_cuda_free(d);
+}
+
+int main(void)
+{
+    quick = getenv("OCTET_TEST_QUICK") != NULL;
+    if (!oct_cuda_available()) {
+        printf("skipped: no GPU\n");
+        return testlib_finish();
+    }
+    RUN(test_embed);
+    RUN(test_rmsnorm);
+    RUN(test_silu_mul);
+    RUN(test_rope);
+    RUN(test_attention);
+    RUN(test_gemm_bf16);
+    RUN(test_sample);
+    RUN(test_bad_shapes);
+    return testlib_finish();
+}
