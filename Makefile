@@ -54,7 +54,7 @@ ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq \
 LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 LIB_SRC := $(filter-out src/cli/%,$(LIB_SRC))
 ifeq ($(CUDA),1)
-LIB_SRC := $(filter-out src/kernels/cuda/stub.c,$(LIB_SRC))
+LIB_SRC := $(filter-out src/kernels/cuda/stub.c src/kernels/cuda/stub_backend.c,$(LIB_SRC))
 CU_SRC  := $(sort $(wildcard src/kernels/cuda/*.cu))
 CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
 CUDA_HOME ?= /usr/local/cuda

@@ -827,6 +827,9 @@ typedef struct oct_model_opts {
                                         "mxfp8", "online" (everything from the config) */
     const char *quantization_config; /* JSON text (current or legacy schema) or NULL */
     const char *linear_backend;      /* NULL / "auto", or a kernel backend name */
+    const char *device;              /* NULL / "auto", "cuda", "cpu" (vLLM's --device):
+                                        where the whole forward pass runs (docs/MODEL.md
+                                        §Devices); OCTET_DEVICE overrides auto */
     const char *dtype;               /* compute of unquantized layers: NULL / "auto" /
                                         "bfloat16" (bf16 activations into BF16 GEMMs) or
                                         "float32" (f32 weights and activations: the
@@ -835,6 +838,7 @@ typedef struct oct_model_opts {
                                         "fp8_e4m3", "fp8_e5m2" */
     bool calculate_kv_scales;        /* FP8 KV without checkpoint scales: compute them from
                                         the first prompt (amax(k)/200, amax(v)/100) */
+    bool enforce_eager;              /* --device cuda: no CUDA graphs (vLLM's flag) */
     /* Progress while loading (may be NULL): done/total in weight bytes. */
     void (*progress)(uint64_t done, uint64_t total, const char *what, void *user);
     void *progress_user;

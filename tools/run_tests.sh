@@ -4,8 +4,10 @@
 # An executable that dies or omits the line counts as one failure.
 # The suite checks the CPU kernels: in a CUDA build on a machine with a GPU,
 # "auto" would send FP8 layers to the GPU (bench/cuda/ checks those), so the
-# default here is the best CPU kernel; a test that wants the GPU names it.
+# default here is the best CPU kernel and the CPU device (OCTET_DEVICE); a
+# test that wants the GPU names it.
 export OCTET_LINEAR_BACKEND=${OCTET_LINEAR_BACKEND:-cpu}
+export OCTET_DEVICE=${OCTET_DEVICE:-cpu}
 total_pass=0
 total_fail=0
 for t in "$@"; do

@@ -269,10 +269,11 @@ int cli_eval(int argc, char **argv)
         mb.opts.quantization = NULL;
         mb.opts.quantization_config = NULL;
         mb.progress = false;
-        /* the unquantized twin has no FP8 layer for the CUDA kernels to take:
-         * its best CPU kernels (not "auto", which may read cuda from the
-         * environment) */
-        if (mb.opts.linear_backend && strcmp(mb.opts.linear_backend, "cuda") == 0)
+        /* on the host, the unquantized twin has no FP8 layer for the CUDA
+         * kernels to take: its best CPU kernels (not "auto", which may read
+         * cuda from the environment); on the device it runs there too */
+        bool host = mb.opts.device && strcmp(mb.opts.device, "cpu") == 0;
+        if (host && mb.opts.linear_backend && strcmp(mb.opts.linear_backend, "cuda") == 0)
             mb.opts.linear_backend = "cpu";
         if ((rc = model_args_load(&mb, "eval", &b.m)) != 0)
             goto out;

@@ -31,6 +31,8 @@ static void usage(FILE *f)
         "  --top-p P  --top-k K  --min-p P  --seed S\n"
         "  --repetition-penalty R  --presence-penalty P  --frequency-penalty F\n"
         "  --ignore-eos                keep going past end-of-sequence tokens\n"
+        "  --warmup                    run the prompt and a few decode steps once before the\n"
+        "                              timed run (first-call kernel choices, GEMM plans)\n"
         "  --json                      one JSON object: prompt_ids, output_ids, text, timings\n",
         model_args_usage());
 }
@@ -65,6 +67,21 @@ typedef struct text_acc {
     char *buf;
     size_t len, cap, printed;
 } text_acc;
+
+/* The prompt and four decode steps on sequence 0, then the sequence freed:
+ * the timed run that follows finds every shape's kernel choice made. */
+static oct_status warm_up(oct_session *sess, const oct_token_ids *ids, const int32_t *seqs,
+                          const int64_t *pos, const bool *want, float *logits, oct_error *err)
+{
+    oct_status st = oct_session_forward(sess, ids->n, ids->ids, seqs, pos, want, logits, err);
+    for (int64_t i = 0; st == OCT_OK && i < 4; i++) {
+        int32_t sq = 0, tok = ids->ids[0];
+        int64_t p = ids->n + i;
+        st = oct_session_forward(sess, 1, &tok, &sq, &p, NULL, logits, err);
+    }
+    oct_session_reset_seq(sess, 0);
+    return st;
+}
 
 static int text_append(text_acc *t, const char *s, size_t n)
 {
@@ -117,6 +134,7 @@ int cli_generate(int argc, char **argv)
     model_args_init(&ma);
     const char *prompt = NULL, *prompt_ids = NULL;
     int64_t max_tokens = 64, max_model_len = 0;
+    bool warmup = false;
     bool json = false, chat = false, ignore_eos = false;
     const char *stops[16];
     int n_stops = 0;
@@ -145,6 +163,8 @@ int cli_generate(int argc, char **argv)
             chat = true;
         } else if (strcmp(f, "--ignore-eos") == 0) {
             ignore_eos = true;
+        } else if (strcmp(f, "--warmup") == 0) {
+            warmup = true;
         } else if (has && strcmp(f, "--stop") == 0) {
             if (n_stops == 16 || !*argv[i + 1]) {
                 fprintf(stderr, "octet generate: --stop: at most 16 non-empty strings\n");
@@ -303,8 +323,10 @@ int cli_generate(int argc, char **argv)
     want[ids.n - 1] = true;
     for (int i = 0; i < n_stops; i++)
         max_stop = strlen(stops[i]) > max_stop ? strlen(stops[i]) : max_stop;
+    st = warmup ? warm_up(sess, &ids, seqs, pos, want, logits, &err) : OCT_OK;
     double t1 = now_s();
-    st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
+    if (st == OCT_OK)
+        st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
     free(seqs), free(pos), free(want);
     double prefill_s = now_s() - t1, ttft_ms = 0, t_dec0 = 0;
     int64_t n_hist = ids.n;

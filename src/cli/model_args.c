@@ -19,6 +19,9 @@ const char *model_args_usage(void)
            "  --quantization-config JSON  {\"linear\": ..., \"moe\": ..., \"ignore\": [...]}\n"
            "  --kv-cache-dtype D          auto | float32 | bf16 | fp8 | fp8_e4m3 | fp8_e5m2\n"
            "  --calculate-kv-scales       FP8 KV scales from the first prompt\n"
+           "  --device D                  auto | cuda | cpu: where the whole model runs\n"
+           "                              (auto: the GPU when there is one)\n"
+           "  --enforce-eager             --device cuda: no CUDA graphs for decode steps\n"
            "  --linear-backend B          auto | cuda | cpu | avx512 | avx2 | ref\n"
            "  --dtype D                   auto | bfloat16 | float32 (unquantized layers)\n"
            "  --threads N                 kernel threads (default: all CPUs)\n";
@@ -38,10 +41,15 @@ int model_args_parse(model_args *a, int argc, char **argv, int *i, const char *c
         slot = &a->opts.kv_cache_dtype;
     else if (strcmp(f, "--linear-backend") == 0)
         slot = &a->opts.linear_backend;
+    else if (strcmp(f, "--device") == 0)
+        slot = &a->opts.device;
     else if (strcmp(f, "--dtype") == 0)
         slot = &a->opts.dtype;
     else if (strcmp(f, "--calculate-kv-scales") == 0) {
         a->opts.calculate_kv_scales = true;
+        return 1;
+    } else if (strcmp(f, "--enforce-eager") == 0) {
+        a->opts.enforce_eager = true;
         return 1;
     } else if (strcmp(f, "--threads") == 0) {
         if (*i + 1 >= argc || atoi(argv[*i + 1]) <= 0) {

@@ -101,6 +101,10 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
     s->view.k = s->k;
     s->view.v = s->v;
     s->view.block_tables = s->tables;
+    s->view.max_blocks = s->blocks_per_seq;
+    OCT_INFO("KV cache: %lld blocks of %d tokens, %.2f GB, %s, on %s", (long long)s->n_blocks,
+             KV_BLOCK, (double)per_layer * 2.0 * (double)L / 1e9, oct_kv_dtype_name(m->kv_dtype),
+             m->be->ops->name);
     s->view.k_scale = s->k_scale;
     s->view.v_scale = s->v_scale;
     s->view.scales_pending = s->pending;

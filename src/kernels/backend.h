@@ -39,13 +39,15 @@ typedef struct oct_kv_view {
     oct_kv_dtype dtype;
     int64_t block_size;
     void **k, **v;            /* [n_layers] */
-    int32_t **block_tables;   /* [n_seqs] -> block ids, position p in block p/bs */
+    int32_t **block_tables;   /* [n_seqs][max_blocks] block ids, position p in block p/bs */
+    int64_t max_blocks;       /* blocks per sequence */
     float *k_scale, *v_scale; /* [n_layers] FP8 scales (1 otherwise) */
     bool *scales_pending;     /* [n_layers] compute scales from the next batch */
 } oct_kv_view;
 
-/* Element size of a KV dtype in bytes. */
+/* Element size of a KV dtype in bytes, and its name ("bf16", "fp8_e4m3"). */
 size_t oct_kv_dtype_bytes(oct_kv_dtype d);
+const char *oct_kv_dtype_name(oct_kv_dtype d);
 /* One cached row of d values widened to f32 (FP8: code value * scale). */
 void oct_kv_row_f32(oct_kv_dtype dtype, const void *src, float *dst, int64_t d, float scale);
 
@@ -124,13 +126,26 @@ typedef struct oct_backend_ops {
     oct_status (*ws_create)(oct_backend *be, const oct_fwd_dims *dims, oct_backend_ws **out,
                             oct_error *err);
     void (*ws_free)(oct_backend *be, oct_backend_ws *ws);
+    /* Model constants: ops are handed host pointers (norm weights, RoPE
+     * frequencies, the embedding tensor); a device backend keeps its own copy
+     * of each, made here at load (the CPU backend reads the host memory). */
+    oct_status (*adopt)(oct_backend *be, const float *host, int64_t n, oct_error *err);
+    oct_status (*adopt_embed)(oct_backend *be, const oct_tensor *embed, int64_t vocab,
+                              int64_t hidden, oct_error *err);
+    /* Once per forward pass, before the ops: the batch's token ids, rows, the
+     * rows whose logits are wanted (out_rows [n_out]) and the block tables (a
+     * device backend uploads these few bytes here). */
+    oct_status (*begin)(oct_backend *be, oct_backend_ws *ws, const oct_rows *rows,
+                        const int32_t *tokens, const int64_t *out_rows, int64_t n_out,
+                        const oct_kv_view *kv, oct_error *err);
 
     /* x [n, H] f32 = embed[tokens] * mult; `embed` a [V, H] checkpoint tensor. */
     oct_status (*embed)(oct_backend *be, const oct_tensor *embed, int64_t n, int64_t hidden,
                         const int32_t *tokens, float mult, float *x, oct_error *err);
     /* For each output row i < n, of source row r = rows ? rows[i] : i:
      * x_r += add_r * add_mult (when add != NULL: the residual add), then
-     * y_i = w * (x_r * rsqrt(mean(x_r^2) + eps)). */
+     * y_i = w * (x_r * rsqrt(mean(x_r^2) + eps)).  rows != NULL (the rows of
+     * begin's out_rows) needs add == NULL. */
     oct_status (*rmsnorm)(oct_backend *be, float *x, const void *add, float add_mult,
                           const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
                           void *y, oct_error *err);
@@ -155,18 +170,38 @@ typedef struct oct_backend_ops {
     /* y [n, H] = the sparse MoE block on h [n, H]. */
     oct_status (*moe)(oct_backend *be, oct_backend_ws *ws, const oct_moe_block *b, int64_t n,
                       const void *h, void *y, oct_error *err);
-    /* logits [n_out, V] f32 = (h [n_out, H] through lm_head) / logits_scaling. */
-    oct_status (*logits)(oct_backend *be, const oct_linear *lm_head, int64_t n_out, int64_t vocab,
-                         const void *h, float logits_scaling, float *logits, oct_error *err);
+    /* logits [n_out, V] f32 = (h [n_out, H] through lm_head) / logits_scaling,
+     * in the backend's memory until fetch_logits copies them to the host. */
+    oct_status (*logits)(oct_backend *be, oct_backend_ws *ws, const oct_linear *lm_head,
+                         int64_t n_out, int64_t vocab, const void *h, float logits_scaling,
+                         oct_error *err);
+    oct_status (*fetch_logits)(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t vocab,
+                               float *logits, oct_error *err);
+
+    /* CUDA graphs (NULL on backends without them).  Before the ops of a pass
+     * whose every row wants logits: graph_try replays the graph recorded for
+     * n rows (*replayed) or starts recording one (*recording), or neither
+     * (the first pass of a size runs eagerly, so kernel choices are made
+     * outside a capture).  After the ops, graph_end (when recording) stores
+     * the graph and replays it. */
+    oct_status (*graph_try)(oct_backend *be, oct_backend_ws *ws, const oct_kv_view *kv, int64_t n,
+                            bool *replayed, bool *recording, oct_error *err);
+    oct_status (*graph_end)(oct_backend *be, oct_backend_ws *ws, int64_t n, oct_error *err);
 } oct_backend_ops;
 
 struct oct_backend {
     const oct_backend_ops *ops;
-    void *impl; /* the backend's own state */
+    void *impl;                       /* the backend's own state */
+    void (*destroy)(oct_backend *be); /* NULL: nothing to free */
 };
 
 /* The CPU backend: a process-wide object (it holds no device state; threads
  * come from oct_threads_get()).  Never freed. */
 oct_backend *oct_backend_cpu(void);
+/* A CUDA backend on device `device` (kernels/cuda/backend_cuda.c), decode
+ * steps in CUDA graphs unless `eager` (--enforce-eager): OCT_ERR_UNSUPPORTED
+ * without CUDA or a GPU.  Free with oct_backend_free. */
+oct_status oct_backend_cuda_create(int device, bool eager, oct_backend **out, oct_error *err);
+void oct_backend_free(oct_backend *be);
 
 #endif

@@ -80,6 +80,7 @@ extern const oct_linear_kernel oct_kernel_cpu_ref;    /* kernels/cpu/gemm_ref.c 
 extern const oct_linear_kernel oct_kernel_cpu_avx2;   /* kernels/cpu/gemm_avx2.c */
 extern const oct_linear_kernel oct_kernel_cpu_avx512; /* kernels/cpu/gemm_avx512.c */
 extern const oct_linear_kernel oct_kernel_cuda_fp8;   /* kernels/cuda/registry_kernel.c */
+extern const oct_linear_kernel oct_kernel_cuda_bf16;  /* kernels/cuda/registry_kernel.c */
 
 /* NULL if d makes sense at all (independent of any kernel), else a reason;
  * *st receives INVALID_ARG or UNSUPPORTED. */

@@ -18,10 +18,8 @@
 /* CUDA first: on a machine with a GPU (make CUDA=1) every FP8 layer it can
  * run goes there, the rest to the best CPU kernel; the summary log says which. */
 static const oct_linear_kernel *const g_kernels[] = {
-    &oct_kernel_cuda_fp8,
-    &oct_kernel_cpu_avx512,
-    &oct_kernel_cpu_avx2,
-    &oct_kernel_cpu_ref,
+    &oct_kernel_cuda_fp8, &oct_kernel_cpu_avx512, &oct_kernel_cpu_avx2,
+    &oct_kernel_cpu_ref,  &oct_kernel_cuda_bf16,
 };
 
 /* Backend names --linear-backend takes; "cpu" = the best CPU kernel (no GPU). */
@@ -171,7 +169,8 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, b
     oct_cpu_level have = oct_cpu_level_get();
     for (size_t i = 0; i < OCT_ARRAY_LEN(g_kernels); i++) {
         const oct_linear_kernel *k = g_kernels[i];
-        if ((want && strcmp(k->backend, want) != 0) || (host_only && k == &oct_kernel_cuda_fp8))
+        bool device = k == &oct_kernel_cuda_fp8 || k == &oct_kernel_cuda_bf16;
+        if ((want && strcmp(k->backend, want) != 0) || (host_only && device))
             continue;
         const char *r = NULL;
         char lvl[96];

@@ -178,44 +178,69 @@ static oct_status mlp_block(const oct_model *m, const oct_layer_weights *lw, oct
     return op->linear(be, ws->ops, &dn, n, ws->act, ws->o, err);
 }
 
-oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
-                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
-                       const bool *want_logits, float *logits, oct_error *err)
+/* The layers, and the final norm + lm_head of the rows wanted (n_out). */
+static oct_status run_ops(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, const oct_rows *rows,
+                          const int32_t *tokens, int64_t n_out, oct_error *err)
 {
     const oct_arch *a = &m->arch;
     const oct_backend_ops *op = m->be->ops;
     oct_backend *be = m->be;
-    const int64_t H = a->hidden;
+    const int64_t H = a->hidden, n = rows->n;
     const float rm = a->residual_multiplier;
-    oct_status st = check_batch(a, ws, n, tokens, pos, err);
-    if (st != OCT_OK)
-        return st;
-    const oct_rows rows = {n, seq, pos};
-    if ((st = op->embed(be, m->embed, n, H, tokens, a->embedding_multiplier, ws->x, err)))
-        return st;
+    oct_status st = op->embed(be, m->embed, n, H, tokens, a->embedding_multiplier, ws->x, err);
     const void *pending = NULL; /* the last block's output, not yet added to x */
-    for (int64_t l = 0; l < a->n_layers; l++) {
+    for (int64_t l = 0; st == OCT_OK && l < a->n_layers; l++) {
         const oct_layer_weights *lw = &m->layers[l];
-        void *mlp_out;
+        void *mlp_out = NULL;
         if ((st = op->rmsnorm(be, ws->x, pending, rm, lw->attn_norm, NULL, n, H, a->rms_eps, ws->h,
                               err)) ||
-            (st = attention_block(m, lw, l, kv, ws, &rows, err)) ||
+            (st = attention_block(m, lw, l, kv, ws, rows, err)) ||
             (st = op->rmsnorm(be, ws->x, ws->o, rm, lw->mlp_norm, NULL, n, H, a->rms_eps, ws->h,
                               err)) ||
             (st = mlp_block(m, lw, ws, n, &mlp_out, err)))
             return st;
         pending = mlp_out;
     }
-    if (!logits)
-        return OCT_OK;
-    int64_t n_out = 0;
-    for (int64_t t = 0; t < n; t++)
-        if (!want_logits || want_logits[t])
-            ws->rows[n_out++] = t;
-    if (n_out == 0)
-        return OCT_OK;
-    if ((st = op->rmsnorm(be, ws->x, pending, rm, m->final_norm, ws->rows, n_out, H, a->rms_eps,
+    if (st != OCT_OK || n_out == 0)
+        return st;
+    /* The last residual add over every row, then the final norm of the rows
+     * wanted (the first call's output is not used). */
+    if ((st = op->rmsnorm(be, ws->x, pending, rm, m->final_norm, NULL, n, H, a->rms_eps, ws->h,
+                          err)) ||
+        (st = op->rmsnorm(be, ws->x, NULL, 0.0f, m->final_norm, ws->rows, n_out, H, a->rms_eps,
                           ws->h, err)))
         return st;
-    return op->logits(be, m->lm_head, n_out, a->vocab, ws->h, a->logits_scaling, logits, err);
+    return op->logits(be, ws->ops, m->lm_head, n_out, a->vocab, ws->h, a->logits_scaling, err);
+}
+
+oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                       const bool *want_logits, float *logits, oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    oct_backend *be = m->be;
+    oct_status st = check_batch(&m->arch, ws, n, tokens, pos, err);
+    if (st != OCT_OK)
+        return st;
+    const oct_rows rows = {n, seq, pos};
+    int64_t n_out = 0;
+    for (int64_t t = 0; logits && t < n; t++)
+        if (!want_logits || want_logits[t])
+            ws->rows[n_out++] = t;
+    if ((st = op->begin(be, ws->ops, &rows, tokens, ws->rows, n_out, kv, err)))
+        return st;
+    bool replayed = false, recording = false;
+    if (op->graph_try && n_out == n &&
+        (st = op->graph_try(be, ws->ops, kv, n, &replayed, &recording, err)))
+        return st;
+    if (!replayed) {
+        st = run_ops(m, kv, ws, &rows, tokens, n_out, err);
+        if (recording) {
+            oct_status end = op->graph_end(be, ws->ops, n, err);
+            st = st != OCT_OK ? st : end;
+        }
+    }
+    if (st != OCT_OK || n_out == 0)
+        return st;
+    return op->fetch_logits(be, ws->ops, n_out, m->arch.vocab, logits, err);
 }

@@ -297,7 +297,7 @@ static oct_status load_lm_head(oct_model *m, const oct_tensor_set *ts, oct_error
     }
     const oct_linear_kernel *k = NULL;
     if (st == OCT_OK)
-        st = oct_linear_select(&d, NULL, &k, err);
+        st = oct_linear_select(&d, m->be == oct_backend_cpu() ? NULL : "cuda", &k, err);
     if (st == OCT_OK)
         st = oct_linear_create(&d, k, src, NULL, NULL, &m->lm_head, err);
     oct_free(w);
@@ -327,9 +327,18 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    oct_model_opts eff;
     oct_status st = oct_plan_build(dir, opts, &m->plan, err);
+    if (st == OCT_OK)
+        st = oct_model_device(opts, &m->plan->arch, &eff, &m->be, err);
+    if (st == OCT_OK && m->be != oct_backend_cpu()) { /* again, with the device's kernels */
+        oct_plan_free(m->plan);
+        m->plan = NULL;
+        st = oct_plan_build(dir, &eff, &m->plan, err);
+    }
     if (st != OCT_OK)
         return st;
+    opts = &eff;
     oct_plan *p = m->plan;
     m->arch = p->arch;
     const oct_arch *a = &m->arch;
@@ -433,6 +442,9 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
                  dir);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if ((st = oct_model_adopt_constants(m, err)) != OCT_OK)
+        return st;
+    OCT_INFO("device: %s (KV cache %s)", m->be->ops->name, oct_kv_dtype_name(m->kv_dtype));
     m->load_peak_bytes = oct_rss_peak_bytes();
     OCT_INFO("%s", p->summary);
     OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB", m->load_seconds,
@@ -489,6 +501,7 @@ void oct_model_free(oct_model *m)
     oct_free(m->final_norm);
     oct_linear_free(m->lm_head);
     oct_plan_free(m->plan);
+    oct_backend_free(m->be);
     oct_free(m);
 }
 

@@ -180,6 +180,15 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err);
 
+/* device.c: the backend for opts->device (CPU, or a CUDA backend the caller
+ * frees with oct_backend_free) and the options loading then runs with
+ * (linear backend and KV dtype of the device). */
+oct_status oct_model_device(const oct_model_opts *opts, const oct_arch *a, oct_model_opts *eff,
+                            oct_backend **be, oct_error *err);
+/* Hands the model's constants (norm weights, RoPE frequencies, embedding
+ * table) to its backend. */
+oct_status oct_model_adopt_constants(oct_model *m, oct_error *err);
+
 /* Peak resident set size of this process (bytes; 0 where unknown). */
 uint64_t oct_rss_peak_bytes(void);
 

@@ -39,6 +39,10 @@ struct oct_backend_ws {
     float *eo;         /* [R, H] expert outputs */
     float *etmp;       /* [R, I] unfused gate/up scratch */
     uint8_t *hq, *xq;  /* [max_tokens, H], [R, max(H, I)] per-tensor FP8 activation codes */
+    /* the lm_head call logits records for fetch_logits */
+    const oct_linear *lm_head;
+    const void *lm_h;
+    float lm_scaling;
 };
 
 static oct_status nomem(oct_error *err)
@@ -144,6 +148,41 @@ static oct_status cpu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_back
     }
     *out = ws;
     return OCT_OK;
+}
+
+static oct_status cpu_adopt(oct_backend *be, const float *host, int64_t n, oct_error *err)
+{
+    (void)be;
+    (void)host;
+    (void)n;
+    (void)err;
+    return OCT_OK; /* ops read the host memory */
+}
+
+static oct_status cpu_adopt_embed(oct_backend *be, const oct_tensor *embed, int64_t vocab,
+                                  int64_t hidden, oct_error *err)
+{
+    (void)be;
+    (void)embed;
+    (void)vocab;
+    (void)hidden;
+    (void)err;
+    return OCT_OK; /* read from the checkpoint's mapping, zero copy */
+}
+
+static oct_status cpu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *rows,
+                            const int32_t *tokens, const int64_t *out_rows, int64_t n_out,
+                            const oct_kv_view *kv, oct_error *err)
+{
+    (void)be;
+    (void)ws;
+    (void)rows;
+    (void)tokens;
+    (void)out_rows;
+    (void)n_out;
+    (void)kv;
+    (void)err;
+    return OCT_OK; /* ops read the host arrays */
 }
 
 /* ---- elementwise ops ------------------------------------------------------ */
@@ -312,16 +351,32 @@ static oct_status cpu_linear(oct_backend *be, oct_backend_ws *ws, const oct_unit
     return run_units(u->units, u->widths, u->n, n, x, y, ws->tmp, err);
 }
 
-static oct_status cpu_logits(oct_backend *be, const oct_linear *lm_head, int64_t n_out, int64_t V,
-                             const void *h, float logits_scaling, float *logits, oct_error *err)
+/* The CPU's lm_head writes straight into the host buffer fetch_logits is
+ * handed: logits only records what to run. */
+static oct_status cpu_logits(oct_backend *be, oct_backend_ws *ws, const oct_linear *lm_head,
+                             int64_t n_out, int64_t V, const void *h, float logits_scaling,
+                             oct_error *err)
 {
     (void)be;
-    oct_status st = oct_linear_forward(lm_head, n_out, h, logits, err);
+    (void)n_out;
+    (void)V;
+    (void)err;
+    ws->lm_head = lm_head;
+    ws->lm_h = h;
+    ws->lm_scaling = logits_scaling;
+    return OCT_OK;
+}
+
+static oct_status cpu_fetch_logits(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t V,
+                                   float *logits, oct_error *err)
+{
+    (void)be;
+    oct_status st = oct_linear_forward(ws->lm_head, n_out, ws->lm_h, logits, err);
     if (st != OCT_OK)
         return st;
-    if (logits_scaling != 1.0f)
+    if (ws->lm_scaling != 1.0f)
         for (int64_t i = 0; i < n_out * V; i++)
-            logits[i] /= logits_scaling;
+            logits[i] /= ws->lm_scaling;
     return OCT_OK;
 }
 
@@ -474,6 +529,9 @@ static const oct_backend_ops k_cpu_ops = {
     .sync = cpu_sync,
     .ws_create = cpu_ws_create,
     .ws_free = cpu_ws_free,
+    .adopt = cpu_adopt,
+    .adopt_embed = cpu_adopt_embed,
+    .begin = cpu_begin,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .rope_qk = cpu_rope_qk,
@@ -483,16 +541,34 @@ static const oct_backend_ops k_cpu_ops = {
     .linear = cpu_linear,
     .moe = cpu_moe,
     .logits = cpu_logits,
+    .fetch_logits = cpu_fetch_logits,
 };
 
-static oct_backend g_cpu = {&k_cpu_ops, NULL};
+static oct_backend g_cpu = {&k_cpu_ops, NULL, NULL};
 
 oct_backend *oct_backend_cpu(void)
 {
     return &g_cpu;
 }
 
+void oct_backend_free(oct_backend *be)
+{
+    if (be && be->destroy)
+        be->destroy(be);
+}
+
 size_t oct_kv_dtype_bytes(oct_kv_dtype d)
 {
     return d == OCT_KV_F32 ? 4 : d == OCT_KV_BF16 ? 2 : 1;
+}
+
+const char *oct_kv_dtype_name(oct_kv_dtype d)
+{
+    switch (d) {
+    case OCT_KV_F32: return "float32";
+    case OCT_KV_BF16: return "bf16";
+    case OCT_KV_E4M3: return "fp8_e4m3";
+    case OCT_KV_E5M2: return "fp8_e5m2";
+    }
+    return "?";
 }

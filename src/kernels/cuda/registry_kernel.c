@@ -21,11 +21,14 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "kernels/linear.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/linear.h"
 
 typedef struct cuda_layer {
-    uint8_t *w;          /* [n,k] E4M3FN codes */
+    uint8_t *w;          /* [n,k] E4M3FN codes (cuda_fp8) */
+    uint16_t *w16;       /* [n,k] bf16 (cuda_bf16) */
+    float *bias;         /* [n] or NULL: the device forward pass adds it on the GPU */
     float *sw;           /* ROW: [n]; BLOCK128: [ceil(n/128), k/128] */
     oct_scale_kind kind; /* ROW (per-tensor weights expanded) or BLOCK128 */
     float *sa_static;    /* static activation scale (a checkpoint's input_scale), or NULL */
@@ -140,10 +143,18 @@ static void cuda_release(oct_linear *l)
 {
     cuda_layer *c = l->dev;
     oct_cuda_free(c->w);
+    oct_cuda_free(c->w16);
+    oct_cuda_free(c->bias);
     oct_cuda_free(c->sw);
     oct_cuda_free(c->sa_static);
     oct_free(c);
     l->dev = NULL;
+}
+
+static oct_status upload_bias(const oct_linear *l, cuda_layer *c)
+{
+    oct_status st = oct_cuda_malloc((void **)&c->bias, (size_t)l->n * sizeof(float));
+    return st == OCT_OK ? oct_cuda_memcpy_h2d(c->bias, l->bias, (size_t)l->n * sizeof(float)) : st;
 }
 
 static oct_status cuda_prepare(oct_linear *l, oct_error *err)
@@ -164,6 +175,8 @@ static oct_status cuda_prepare(oct_linear *l, oct_error *err)
         st = oct_cuda_memcpy_h2d(c->w, l->w8, nk);
     if (st == OCT_OK)
         st = oct_cuda_memcpy_h2d(c->sw, hs, ns * sizeof(float));
+    if (st == OCT_OK && l->bias)
+        st = upload_bias(l, c);
     if (st == OCT_OK && l->desc.act == OCT_ACT_STATIC) {
         st = oct_cuda_malloc((void **)&c->sa_static, sizeof(float));
         if (st == OCT_OK)
@@ -295,3 +308,170 @@ fail:
 const oct_linear_kernel oct_kernel_cuda_fp8 = {
     "cuda_fp8", "cuda", OCT_CPU_REF, cuda_cannot, {cuda_prepare, cuda_run, cuda_release}, false,
 };
+
+/* ---- BF16 layers (the lm_head, ignored layers, unquantized models) --------- */
+
+static const char *bf16_cannot(const oct_linear_desc *d)
+{
+    if (!oct_cuda_available())
+        return "no CUDA device (or octet was built without CUDA)";
+    if (d->weight_type == OCT_WEIGHT_FP8)
+        return "runs BF16 / F32 weights (as bf16) only";
+    if (d->k % 8 != 0)
+        return "needs k divisible by 8 (cuBLASLt's bf16 alignment)";
+    return NULL;
+}
+
+static oct_status bf16_prepare(oct_linear *l, oct_error *err)
+{
+    cuda_layer *c = oct_calloc(1, sizeof *c);
+    if (!c)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory", l->name);
+    l->dev = c;
+    size_t nk = (size_t)l->n * (size_t)l->k;
+    const uint16_t *src = l->w16;
+    uint16_t *conv = NULL;
+    if (!src) { /* F32 weights: rounded to bf16 (RNE) */
+        if (!(conv = oct_malloc(nk * 2))) {
+            cuda_release(l);
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory", l->name);
+        }
+        for (size_t i = 0; i < nk; i++)
+            conv[i] = oct_f32_to_bf16(l->w32[i]);
+        src = conv;
+    }
+    oct_status st = oct_cuda_malloc((void **)&c->w16, nk * 2);
+    if (st == OCT_OK)
+        st = oct_cuda_memcpy_h2d(c->w16, src, nk * 2);
+    if (st == OCT_OK && l->bias)
+        st = upload_bias(l, c);
+    oct_free(conv);
+    if (st != OCT_OK) {
+        cuda_release(l);
+        return oct_error_set(err, st, -1, "%s: cannot place %zu bytes of BF16 weights on the GPU",
+                             l->name, nk * 2);
+    }
+    return OCT_OK;
+}
+
+/* The host path (a CPU forward pass that asked for this kernel): through
+ * the device and back, in bf16. */
+static oct_status bf16_run(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
+                           oct_error *err)
+{
+    const cuda_layer *c = l->dev;
+    cuda_scratch *s = scratch_get();
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: no CUDA context for this thread",
+                             l->name);
+    if (!in->x)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: BF16 layer given FP8 codes",
+                             l->name);
+    size_t mk = (size_t)m * (size_t)l->k, mn = (size_t)m * (size_t)l->n;
+    oct_status st = dev_grow(&s->dx, &s->dx_bytes, mk * 2);
+    if (st == OCT_OK)
+        st = host_grow(&s->hx, &s->hx_bytes, mk * 2);
+    if (st == OCT_OK)
+        st = dev_grow(&s->dy, &s->dy_bytes, mn * 4);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "%s: CUDA buffers: %s", l->name, oct_status_str(st));
+    uint16_t *hx = s->hx;
+    for (size_t i = 0; i < mk; i++)
+        hx[i] = oct_f32_to_bf16(in->x[i]);
+    if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) == OCT_OK &&
+        (st = oct_cuda_gemm_bf16(s->ctx, m, l->n, l->k, s->dx, c->w16, c->bias, 1.0f, s->dy, true,
+                                 NULL)) == OCT_OK)
+        st = oct_cuda_memcpy_d2h(y, s->dy, mn * 4);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "%s: CUDA bf16 GEMM failed (m=%lld): %s", l->name,
+                             (long long)m, oct_status_str(st));
+    return OCT_OK;
+}
+
+/* Last in priority order: "auto" keeps BF16 layers on the CPU kernels; the
+ * device forward pass (--device cuda) asks for backend "cuda". */
+const oct_linear_kernel oct_kernel_cuda_bf16 = {
+    "cuda_bf16", "cuda", OCT_CPU_REF, bf16_cannot, {bf16_prepare, bf16_run, cuda_release}, false,
+};
+
+/* ---- the device forward pass ---------------------------------------------- */
+
+/* Per-tensor activations on the device: codes at ws, the scale after them. */
+static oct_status dev_per_tensor(const oct_linear *l, int64_t m, const void *x, uint8_t *ws,
+                                 const float **sa, void *stream)
+{
+    const cuda_layer *c = l->dev;
+    size_t mk = (size_t)m * (size_t)l->k;
+    float *dsa = (float *)(void *)(ws + ((mk + 15) & ~(size_t)15));
+    if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR) {
+        *sa = dsa;
+        return oct_cuda_quant_tensor_bf16(x, (int64_t)mk, ws, dsa, stream);
+    }
+    *sa = c->sa_static;
+    return oct_cuda_quant_static_bf16(x, (int64_t)mk, l->desc.act_static_scale, ws, stream);
+}
+
+static oct_status dev_fp8(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, const void *x, void *y,
+                          void *ws, size_t ws_bytes, void *stream)
+{
+    const cuda_layer *c = l->dev;
+    const int64_t n = l->n, k = l->k;
+    switch (l->desc.act) {
+    case OCT_ACT_NONE: return oct_cuda_gemv_w8a16(m, n, k, x, c->w, c->sw, y, stream);
+    case OCT_ACT_DYNAMIC_TOKEN:
+    case OCT_ACT_GROUP128:
+        return oct_cuda_linear_fp8_dyn(ctx, m, n, k, x, c->w, c->kind, c->sw, l->desc.act_scale_ub,
+                                       y, OCT_CUDA_PATH_AUTO, stream);
+    case OCT_ACT_DYNAMIC_TENSOR:
+    case OCT_ACT_STATIC: {
+        if (ws_bytes < (size_t)(m * k) + 64)
+            return OCT_ERR_INVALID_ARG;
+        const float *sa = NULL;
+        oct_status st = dev_per_tensor(l, m, x, ws, &sa, stream);
+        if (st != OCT_OK)
+            return st;
+        return oct_cuda_gemm_fp8(ctx, m, n, k, ws, OCT_SCALE_TENSOR, sa, c->w, c->kind, c->sw, y,
+                                 OCT_CUDA_PATH_AUTO, stream);
+    }
+    case OCT_ACT_MX32: break;
+    }
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_linear_device(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, const void *x,
+                                  void *y, void *ws, size_t ws_bytes, void *stream, oct_error *err)
+{
+    const cuda_layer *c = l->dev;
+    oct_status st;
+    if (l->kernel == &oct_kernel_cuda_bf16)
+        st = oct_cuda_gemm_bf16(ctx, m, l->n, l->k, x, c->w16, c->bias, 1.0f, y, false, stream);
+    else if (l->kernel == &oct_kernel_cuda_fp8)
+        st = dev_fp8(l, ctx, m, x, y, ws, ws_bytes, stream);
+    else
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s: kernel %s does not run on the CUDA device", l->name,
+                             l->kernel->name);
+    if (st == OCT_OK && c->bias && l->kernel == &oct_kernel_cuda_fp8)
+        st = oct_cuda_add_bias_bf16(y, c->bias, m, l->n, stream);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "%s: CUDA linear failed (m=%lld, kernel %s): %s", l->name,
+                             (long long)m, l->kernel->name, oct_status_str(st));
+    return OCT_OK;
+}
+
+oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
+                                      const void *x, float out_mult, float *y, void *stream,
+                                      oct_error *err)
+{
+    if (l->kernel != &oct_kernel_cuda_bf16)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s: f32 output on the device needs a BF16 layer (kernel %s)", l->name,
+                             l->kernel->name);
+    const cuda_layer *c = l->dev;
+    oct_status st =
+        oct_cuda_gemm_bf16(ctx, m, l->n, l->k, x, c->w16, c->bias, out_mult, y, true, stream);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "%s: CUDA GEMM failed (m=%lld): %s", l->name,
+                             (long long)m, oct_status_str(st));
+    return OCT_OK;
+}

@@ -1,0 +1,606 @@
+/* backend_cuda.c — the CUDA backend: the op table of kernels/backend.h on
+ * one GPU, over the device ops of cuda_api.h ("forward-pass ops").
+ *
+ * Weights, the embedding table, the KV blocks and the activations live on the
+ * device; activations between ops are bf16, the residual stream f32.  Per
+ * forward pass only the batch's token ids, positions, cache slots and the
+ * block tables of its sequences go up (begin), and the logits of the rows
+ * wanted come back.  Linear layers run through the CUDA kernels of the
+ * registry (registry_kernel.c), which placed their weights on the device when
+ * the model loaded.
+ *
+ * Calls are ordered on the legacy default stream.  A backend runs one forward
+ * pass at a time (one thread).  Host C, compiled in every build: without CUDA
+ * every launcher answers OCT_ERR_UNSUPPORTED (stub.c) and
+ * oct_backend_cuda_create fails with that. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "fp8/fp8_impl.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_api.h"
+
+/* A model constant's device copy, found by its host address. */
+typedef struct dev_const {
+    const void *host;
+    void *dev;
+} dev_const;
+
+#define MAX_GRAPHS 32
+
+/* One recorded decode step: n rows. */
+typedef struct graph {
+    int64_t n;
+    void *exec;
+} graph;
+
+typedef struct cuda_be {
+    oct_backend be;
+    oct_cuda_ctx *ctx;
+    void *stream;      /* every op's work, in order */
+    bool eager;        /* --enforce-eager: no graphs */
+    dev_const *consts; /* [n_consts], sorted by host once loading ends */
+    size_t n_consts, cap_consts;
+    bool sorted;
+    oct_backend_ws *cur; /* the workspace of the forward pass in flight */
+} cuda_be;
+
+struct oct_backend_ws {
+    oct_fwd_dims d;
+    graph graphs[MAX_GRAPHS]; /* recorded decode steps, by row count */
+    int n_graphs;
+    int64_t seen[MAX_GRAPHS]; /* row counts run once eagerly */
+    int n_seen;
+    int32_t *tok, *pos, *seq, *slot, *rows; /* device [max_tokens] */
+    int32_t *h_buf;                         /* host staging [5 * max_tokens] */
+    int32_t *tables;                        /* device [max_tokens * max_blocks] */
+    int32_t *h_tables;                      /* host staging of the same */
+    int64_t max_blocks, block_size;
+    void *attn_ws; /* oct_cuda_attention's workspace */
+    size_t attn_ws_bytes;
+    uint8_t *lin_ws; /* per-tensor activation codes + scale */
+    size_t lin_ws_bytes;
+    uint16_t *tmp; /* [max_tokens, widest] unfused-shard output */
+    float *logits; /* [logits_rows, V] f32, grown by begin to the rows wanted */
+    int64_t logits_rows;
+    int64_t n; /* rows of the pass in flight */
+};
+
+static cuda_be *impl(oct_backend *be)
+{
+    return (cuda_be *)be;
+}
+
+static oct_status fail(oct_error *err, oct_status st, const char *what)
+{
+    const char *why = oct_cuda_ops_last_error();
+    return oct_error_set(err, st, -1, "CUDA %s failed: %s%s%s", what, oct_status_str(st),
+                         why && *why ? ": " : "", why ? why : "");
+}
+
+#define CK(call, what)                                                                             \
+    do {                                                                                           \
+        oct_status st_ = (call);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return fail(err, st_, what);                                                           \
+    } while (0)
+
+/* ---- buffers and constants ------------------------------------------------ */
+
+static oct_status cu_alloc(oct_backend *be, size_t bytes, void **out, oct_error *err)
+{
+    (void)be;
+    oct_status st = oct_cuda_malloc(out, bytes);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "cannot allocate %.1f MB on the GPU",
+                             (double)bytes / 1e6);
+    return OCT_OK;
+}
+
+static void cu_free(oct_backend *be, void *p)
+{
+    (void)be;
+    oct_cuda_free(p);
+}
+
+static oct_status cu_upload(oct_backend *be, void *dst, const void *src, size_t bytes,
+                            oct_error *err)
+{
+    (void)be;
+    CK(oct_cuda_memcpy_h2d(dst, src, bytes), "copy to the GPU");
+    return OCT_OK;
+}
+
+static oct_status cu_download(oct_backend *be, void *dst, const void *src, size_t bytes,
+                              oct_error *err)
+{
+    (void)be;
+    CK(oct_cuda_memcpy_d2h(dst, src, bytes), "copy from the GPU");
+    return OCT_OK;
+}
+
+static oct_status cu_sync(oct_backend *be, oct_error *err)
+{
+    (void)be;
+    CK(oct_cuda_synchronize(), "synchronize");
+    return OCT_OK;
+}
+
+static int cmp_const(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const dev_const *)a)->host;
+    uintptr_t y = (uintptr_t)((const dev_const *)b)->host;
+    return x < y ? -1 : x > y;
+}
+
+static oct_status add_const(cuda_be *c, const void *host, void *dev, oct_error *err)
+{
+    if (c->n_consts == c->cap_consts) {
+        size_t cap = c->cap_consts ? 2 * c->cap_consts : 64;
+        dev_const *q = oct_realloc(c->consts, cap * sizeof *q);
+        if (!q) {
+            oct_cuda_free(dev);
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        c->consts = q;
+        c->cap_consts = cap;
+    }
+    c->consts[c->n_consts++] = (dev_const){host, dev};
+    c->sorted = false;
+    return OCT_OK;
+}
+
+/* The device copy of a constant adopted at load; NULL for NULL. */
+static const void *dev_of(cuda_be *c, const void *host)
+{
+    if (!host)
+        return NULL;
+    if (!c->sorted) {
+        qsort(c->consts, c->n_consts, sizeof *c->consts, cmp_const);
+        c->sorted = true;
+    }
+    dev_const key = {host, NULL};
+    const dev_const *hit =
+        c->n_consts ? bsearch(&key, c->consts, c->n_consts, sizeof key, cmp_const) : NULL;
+    return hit ? hit->dev : NULL;
+}
+
+static oct_status cu_adopt(oct_backend *be, const float *host, int64_t n, oct_error *err)
+{
+    if (!host || dev_of(impl(be), host))
+        return OCT_OK;
+    void *dev = NULL;
+    size_t bytes = (size_t)n * sizeof(float);
+    oct_status st = cu_alloc(be, bytes, &dev, err);
+    if (st == OCT_OK && (st = cu_upload(be, dev, host, bytes, err)) != OCT_OK)
+        oct_cuda_free(dev);
+    return st == OCT_OK ? add_const(impl(be), host, dev, err) : st;
+}
+
+/* The [V, H] table as bf16 on the device, a row block at a time. */
+static oct_status cu_adopt_embed(oct_backend *be, const oct_tensor *t, int64_t V, int64_t H,
+                                 oct_error *err)
+{
+    void *dev = NULL;
+    oct_status st = cu_alloc(be, (size_t)V * (size_t)H * 2, &dev, err);
+    if (st != OCT_OK)
+        return st;
+    const int64_t rows = 256;
+    float *f = oct_malloc((size_t)(rows * H) * sizeof(float));
+    uint16_t *b = oct_malloc((size_t)(rows * H) * sizeof(uint16_t));
+    if (!f || !b)
+        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    for (int64_t r0 = 0; st == OCT_OK && r0 < V; r0 += rows) {
+        int64_t nr = OCT_MIN(rows, V - r0);
+        if (t->dtype == OCT_DT_BF16) {
+            memcpy(b, (const uint16_t *)t->data + r0 * H, (size_t)(nr * H) * 2);
+        } else {
+            st = oct_tensor_read_f32(t, r0 * H, nr * H, f, err);
+            for (int64_t i = 0; st == OCT_OK && i < nr * H; i++)
+                b[i] = oct_f32_to_bf16(f[i]);
+        }
+        if (st == OCT_OK)
+            st = cu_upload(be, (uint16_t *)dev + r0 * H, b, (size_t)(nr * H) * 2, err);
+    }
+    oct_free(f);
+    oct_free(b);
+    if (st != OCT_OK) {
+        oct_cuda_free(dev);
+        return st;
+    }
+    return add_const(impl(be), t, dev, err);
+}
+
+/* ---- workspaces --------------------------------------------------------------- */
+
+static void cu_ws_free(oct_backend *be, oct_backend_ws *ws)
+{
+    (void)be;
+    if (!ws)
+        return;
+    for (int i = 0; i < ws->n_graphs; i++)
+        oct_cuda_graph_destroy(ws->graphs[i].exec);
+    void *dev[] = {ws->tok,    ws->pos,     ws->seq,    ws->slot, ws->rows,
+                   ws->tables, ws->attn_ws, ws->lin_ws, ws->tmp,  ws->logits};
+    for (size_t i = 0; i < OCT_ARRAY_LEN(dev); i++)
+        oct_cuda_free(dev[i]);
+    oct_free(ws->h_buf);
+    oct_free(ws->h_tables);
+    oct_free(ws);
+}
+
+static void *dev_buf(size_t bytes, bool *ok)
+{
+    void *p = NULL;
+    if (*ok && oct_cuda_malloc(&p, bytes) != OCT_OK)
+        *ok = false;
+    return p;
+}
+
+static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backend_ws **out,
+                               oct_error *err)
+{
+    *out = NULL;
+    oct_backend_ws *ws = oct_calloc(1, sizeof *ws);
+    if (!ws)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    ws->d = *d;
+    size_t T = (size_t)d->max_tokens;
+    int64_t qkv = (d->n_heads + 2 * d->n_kv_heads) * d->head_dim;
+    int64_t widest = OCT_MAX(OCT_MAX(qkv, 2 * d->intermediate), d->hidden);
+    int64_t kmax = OCT_MAX(OCT_MAX(d->hidden, d->intermediate), d->n_heads * d->head_dim);
+    ws->block_size = 16;
+    ws->max_blocks = oct_ceil_div(d->max_ctx, ws->block_size);
+    ws->attn_ws_bytes =
+        oct_cuda_attention_workspace_bytes(d->max_tokens, d->n_heads, d->head_dim, d->max_ctx);
+    ws->lin_ws_bytes = T * (size_t)kmax + 64;
+    bool ok = true;
+    ws->tok = dev_buf(T * 4, &ok);
+    ws->pos = dev_buf(T * 4, &ok);
+    ws->seq = dev_buf(T * 4, &ok);
+    ws->slot = dev_buf(T * 4, &ok);
+    ws->rows = dev_buf(T * 4, &ok);
+    ws->tables = dev_buf(T * (size_t)ws->max_blocks * 4, &ok);
+    ws->attn_ws = ws->attn_ws_bytes ? dev_buf(ws->attn_ws_bytes, &ok) : NULL;
+    ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
+    ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
+    ws->h_buf = oct_malloc(5 * T * sizeof(int32_t));
+    ws->h_tables = oct_malloc(T * (size_t)ws->max_blocks * sizeof(int32_t));
+    if (!ok || !ws->h_buf || !ws->h_tables) {
+        cu_ws_free(be, ws);
+        return oct_error_set(err, OCT_ERR_NOMEM, -1,
+                             "cannot allocate the GPU workspace for %lld tokens of context %lld",
+                             (long long)d->max_tokens, (long long)d->max_ctx);
+    }
+    *out = ws;
+    return OCT_OK;
+}
+
+/* Uploads the batch: tokens, positions, each row's batch-local sequence, its
+ * cache slot, the rows wanted, and the block tables of the batch's sequences
+ * (rows of one sequence share a table row). */
+static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *rows,
+                           const int32_t *tokens, const int64_t *out_rows, int64_t n_out,
+                           const oct_kv_view *kv, oct_error *err)
+{
+    const int64_t n = rows->n, T = ws->d.max_tokens, MB = ws->max_blocks;
+    if (kv->block_size != ws->block_size || kv->max_blocks > MB)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "KV cache geometry (block %lld, %lld blocks per sequence) does not "
+                             "match the GPU workspace (%lld, %lld)",
+                             (long long)kv->block_size, (long long)kv->max_blocks,
+                             (long long)ws->block_size, (long long)MB);
+    int32_t *h_pos = ws->h_buf, *h_seq = h_pos + T, *h_slot = h_seq + T, *h_rows = h_slot + T;
+    int64_t n_local = 0;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t local = -1;
+        for (int64_t u = 0; u < t && local < 0; u++)
+            if (rows->seq[u] == rows->seq[t])
+                local = h_seq[u];
+        if (local < 0) {
+            local = n_local++;
+            memcpy(ws->h_tables + local * MB, kv->block_tables[rows->seq[t]],
+                   (size_t)kv->max_blocks * sizeof(int32_t));
+        }
+        const int32_t *tab = kv->block_tables[rows->seq[t]];
+        int64_t p = rows->pos[t];
+        h_pos[t] = (int32_t)p;
+        h_seq[t] = (int32_t)local;
+        h_slot[t] = (int32_t)(tab[p / ws->block_size] * ws->block_size + p % ws->block_size);
+    }
+    for (int64_t i = 0; i < n_out; i++)
+        h_rows[i] = (int32_t)out_rows[i];
+    if (n_out > ws->logits_rows) {
+        oct_cuda_free(ws->logits);
+        ws->logits = NULL;
+        ws->logits_rows = 0;
+        CK(oct_cuda_malloc((void **)&ws->logits, (size_t)(n_out * ws->d.vocab) * 4),
+           "logits buffer");
+        ws->logits_rows = n_out;
+    }
+    size_t b = (size_t)n * 4;
+    oct_status st;
+    if ((st = cu_upload(be, ws->tok, tokens, b, err)) ||
+        (st = cu_upload(be, ws->pos, h_pos, b, err)) ||
+        (st = cu_upload(be, ws->seq, h_seq, b, err)) ||
+        (st = cu_upload(be, ws->slot, h_slot, b, err)) ||
+        (n_out && (st = cu_upload(be, ws->rows, h_rows, (size_t)n_out * 4, err))) ||
+        (st = cu_upload(be, ws->tables, ws->h_tables, (size_t)(n_local * MB) * 4, err)))
+        return st;
+    ws->n = n;
+    impl(be)->cur = ws;
+    return OCT_OK;
+}
+
+/* ---- ops -------------------------------------------------------------------- */
+
+static oct_status cu_embed(oct_backend *be, const oct_tensor *embed, int64_t n, int64_t H,
+                           const int32_t *tokens, float mult, float *x, oct_error *err)
+{
+    (void)tokens; /* uploaded by begin */
+    cuda_be *c = impl(be);
+    const void *table = dev_of(c, embed);
+    if (!table)
+        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "embedding table not on the GPU");
+    CK(oct_cuda_embed(c->cur->tok, n, table, embed->dims[0], H, mult, x, c->stream), "embedding");
+    return OCT_OK;
+}
+
+static oct_status cu_rmsnorm(oct_backend *be, float *x, const void *add, float add_mult,
+                             const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
+                             void *y, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    const oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = y};
+    CK(oct_cuda_rmsnorm(x, add, add_mult, dev_of(c, w), rows ? c->cur->rows : NULL, n, k, eps, &out,
+                        c->stream),
+       "rmsnorm");
+    return OCT_OK;
+}
+
+static oct_status cu_rope_qk(oct_backend *be, const oct_attn_shape *a, const oct_rows *rows,
+                             void *qkv, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    CK(oct_cuda_rope_qk(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, c->cur->pos,
+                        dev_of(c, a->inv_freq), dev_of(c, a->q_norm), dev_of(c, a->k_norm),
+                        a->rms_eps, c->stream),
+       "rope");
+    return OCT_OK;
+}
+
+static int kv_kind(oct_kv_dtype d)
+{
+    return d == OCT_KV_E4M3 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+}
+
+/* --calculate-kv-scales: vLLM's amax(k)/200, amax(v)/100 of the first batch,
+ * read back once. */
+static oct_status calc_kv_scales(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv,
+                                 int64_t l, int64_t n, const void *qkv, oct_error *err)
+{
+    const int64_t d = a->head_dim, qd = a->n_heads * d, kvd = a->n_kv_heads * d;
+    const int64_t row = qd + 2 * kvd;
+    uint16_t *h = oct_malloc((size_t)(n * row) * 2);
+    if (!h)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    oct_status st = cu_download(be, h, qkv, (size_t)(n * row) * 2, err);
+    float km = 0.0f, vm = 0.0f;
+    for (int64_t t = 0; st == OCT_OK && t < n; t++)
+        for (int64_t i = 0; i < kvd; i++) {
+            km = fmaxf(km, fabsf(oct_bf16_to_f32(h[t * row + qd + i])));
+            vm = fmaxf(vm, fabsf(oct_bf16_to_f32(h[t * row + qd + kvd + i])));
+        }
+    oct_free(h);
+    kv->k_scale[l] = km > 0 ? km / 200.0f : 1.0f;
+    kv->v_scale[l] = vm > 0 ? vm / 100.0f : 1.0f;
+    kv->scales_pending[l] = false;
+    return st;
+}
+
+static oct_status cu_kv_store(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv, int64_t l,
+                              const oct_rows *rows, const void *qkv, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    if (kv->scales_pending[l]) {
+        oct_status st = calc_kv_scales(be, a, kv, l, rows->n, qkv, err);
+        if (st != OCT_OK)
+            return st;
+    }
+    CK(oct_cuda_kv_store(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, c->cur->slot,
+                         kv->block_size, kv_kind(kv->dtype), kv->k[l], kv->v[l], kv->k_scale[l],
+                         kv->v_scale[l], c->stream),
+       "KV store");
+    return OCT_OK;
+}
+
+static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                               const oct_kv_view *kv, int64_t l, const oct_rows *rows,
+                               const void *qkv, void *att, oct_error *err)
+{
+    CK(oct_cuda_attention(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, ws->seq, ws->pos,
+                          ws->tables, ws->max_blocks, kv->block_size, kv_kind(kv->dtype), kv->k[l],
+                          kv->v[l], kv->k_scale[l], kv->v_scale[l], a->scale, a->sliding_window,
+                          ws->d.max_ctx, att, ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
+       "attention");
+    return OCT_OK;
+}
+
+static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu, void *act,
+                              oct_error *err)
+{
+    const oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = act};
+    CK(oct_cuda_silu_mul(gu, n, inter, &out, impl(be)->stream), "silu-mul");
+    return OCT_OK;
+}
+
+static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units *u, int64_t n,
+                            const void *x, void *y, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    if (u->n == 1)
+        return oct_cuda_linear_device(u->units[0], c->ctx, n, x, y, ws->lin_ws, ws->lin_ws_bytes,
+                                      c->stream, err);
+    int64_t total = 0, off = 0;
+    for (int i = 0; i < u->n; i++)
+        total += u->widths[i];
+    for (int i = 0; i < u->n; i++) {
+        oct_status st = oct_cuda_linear_device(u->units[i], c->ctx, n, x, ws->tmp, ws->lin_ws,
+                                               ws->lin_ws_bytes, c->stream, err);
+        if (st != OCT_OK)
+            return st;
+        CK(oct_cuda_copy_cols_bf16(ws->tmp, u->widths[i], n, (uint16_t *)y + off, total, c->stream),
+           "unfused shard copy");
+        off += u->widths[i];
+    }
+    return OCT_OK;
+}
+
+static oct_status cu_moe(oct_backend *be, oct_backend_ws *ws, const oct_moe_block *b, int64_t n,
+                         const void *h, void *y, oct_error *err)
+{
+    (void)be;
+    (void)ws;
+    (void)b;
+    (void)n;
+    (void)h;
+    (void)y;
+    return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                         "MoE layers do not run on the CUDA device yet (use --device cpu)");
+}
+
+static oct_status cu_logits(oct_backend *be, oct_backend_ws *ws, const oct_linear *lm_head,
+                            int64_t n_out, int64_t V, const void *h, float logits_scaling,
+                            oct_error *err)
+{
+    (void)V;
+    cuda_be *c = impl(be);
+    return oct_cuda_linear_device_f32(lm_head, c->ctx, n_out, h, 1.0f / logits_scaling, ws->logits,
+                                      c->stream, err);
+}
+
+static oct_status cu_fetch_logits(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t V,
+                                  float *logits, oct_error *err)
+{
+    return cu_download(be, logits, ws->logits, (size_t)(n_out * V) * 4, err);
+}
+
+/* ---- CUDA graphs -------------------------------------------------------------- */
+
+static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv_view *kv,
+                               int64_t n, bool *replayed, bool *recording, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    *replayed = *recording = false;
+    if (c->eager || n > 256)
+        return OCT_OK;
+    for (int i = 0; i < ws->n_graphs; i++)
+        if (ws->graphs[i].n == n) {
+            CK(oct_cuda_graph_launch(ws->graphs[i].exec, c->stream), "graph launch");
+            *replayed = true;
+            return OCT_OK;
+        }
+    bool seen = false;
+    for (int i = 0; i < ws->n_seen; i++)
+        seen |= ws->seen[i] == n;
+    /* --calculate-kv-scales reads the batch back (every layer at once): not in a graph */
+    bool pending = kv->scales_pending && kv->scales_pending[0];
+    if (!seen) {
+        if (ws->n_seen < MAX_GRAPHS)
+            ws->seen[ws->n_seen++] = n;
+        return OCT_OK; /* eager once: kernel choices and GEMM plans are made outside a capture */
+    }
+    if (pending || ws->n_graphs == MAX_GRAPHS)
+        return OCT_OK;
+    CK(oct_cuda_graph_begin(c->stream), "graph capture");
+    *recording = true;
+    return OCT_OK;
+}
+
+static oct_status cu_graph_end(oct_backend *be, oct_backend_ws *ws, int64_t n, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    size_t free0 = 0, free1 = 0, total = 0;
+    oct_cuda_mem_info(&free0, &total);
+    void *exec = NULL;
+    CK(oct_cuda_graph_end(c->stream, &exec), "graph capture");
+    oct_cuda_mem_info(&free1, &total);
+    ws->graphs[ws->n_graphs++] = (graph){n, exec};
+    OCT_INFO("CUDA graph for decode steps of %lld rows recorded (%.1f MB)", (long long)n,
+             free0 > free1 ? (double)(free0 - free1) / 1e6 : 0.0);
+    CK(oct_cuda_graph_launch(exec, c->stream), "graph launch");
+    return OCT_OK;
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static const oct_backend_ops k_cuda_ops = {
+    .name = "cuda",
+    .act_bytes = 2,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .sync = cu_sync,
+    .ws_create = cu_ws_create,
+    .ws_free = cu_ws_free,
+    .adopt = cu_adopt,
+    .adopt_embed = cu_adopt_embed,
+    .begin = cu_begin,
+    .embed = cu_embed,
+    .rmsnorm = cu_rmsnorm,
+    .rope_qk = cu_rope_qk,
+    .kv_store = cu_kv_store,
+    .attention = cu_attention,
+    .silu_mul = cu_silu_mul,
+    .linear = cu_linear,
+    .moe = cu_moe,
+    .logits = cu_logits,
+    .fetch_logits = cu_fetch_logits,
+    .graph_try = cu_graph_try,
+    .graph_end = cu_graph_end,
+};
+
+static void cu_destroy(oct_backend *be)
+{
+    cuda_be *c = impl(be);
+    for (size_t i = 0; i < c->n_consts; i++)
+        oct_cuda_free(c->consts[i].dev);
+    oct_free(c->consts);
+    oct_cuda_ctx_free(c->ctx);
+    oct_cuda_stream_destroy(c->stream);
+    oct_free(c);
+}
+
+oct_status oct_backend_cuda_create(int device, bool eager, oct_backend **out, oct_error *err)
+{
+    *out = NULL;
+    if (!oct_cuda_available())
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+#ifdef OCTET_CUDA
+                             "--device cuda: no CUDA device found"
+#else
+                             "--device cuda: octet was built without CUDA (make CUDA=1)"
+#endif
+        );
+    if (device != 0)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "--device cuda: only device 0 is supported");
+    cuda_be *c = oct_calloc(1, sizeof *c);
+    if (!c)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    c->be.ops = &k_cuda_ops;
+    c->be.impl = c;
+    c->be.destroy = cu_destroy;
+    c->eager = eager;
+    if (oct_cuda_ctx_create(&c->ctx) != OCT_OK || oct_cuda_stream_create(&c->stream) != OCT_OK) {
+        cu_destroy(&c->be);
+        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "cannot create a CUDA context and stream");
+    }
+    *out = &c->be;
+    return OCT_OK;
+}

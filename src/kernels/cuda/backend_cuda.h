@@ -1,0 +1,55 @@
+/* backend_cuda.h — what the CUDA backend (backend_cuda.c) needs beyond the
+ * ops of cuda_api.h: device-pointer linear layers through the registry's CUDA
+ * kernels (registry_kernel.c) and a few copy helpers (ops_copy.cu).  C only;
+ * the CPU-only build links stub_backend.c. */
+#ifndef OCTET_KERNELS_CUDA_BACKEND_CUDA_H
+#define OCTET_KERNELS_CUDA_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cuda/cuda_api.h"
+#include "octet.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y [m, n] bf16 = x [m, k] bf16 through a layer the registry's CUDA kernels
+ * prepared (cuda_fp8: W8A8 / W8A16 with its activation scheme; cuda_bf16:
+ * cuBLASLt), bias included.  Device pointers; ws: at least m * k + 64 bytes
+ * (per-tensor activation codes and their scale). */
+oct_status oct_cuda_linear_device(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, const void *x,
+                                  void *y, void *ws, size_t ws_bytes, void *stream, oct_error *err);
+/* The same into f32 y [m, n], times out_mult (the lm_head's logits); a
+ * cuda_bf16 layer only. */
+oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
+                                      const void *x, float out_mult, float *y, void *stream,
+                                      oct_error *err);
+
+/* Waits for the device. */
+oct_status oct_cuda_synchronize(void);
+/* Free and total device memory in bytes. */
+oct_status oct_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* A stream for the backend's work (blocking: ordered with the legacy default
+ * stream, so the synchronous copies of cuda_api.h see its results). */
+oct_status oct_cuda_stream_create(void **out);
+void oct_cuda_stream_destroy(void *stream);
+/* CUDA graphs: what is enqueued on `stream` between begin and end is recorded,
+ * not run; end instantiates it (*exec); launch replays it on the stream. */
+oct_status oct_cuda_graph_begin(void *stream);
+oct_status oct_cuda_graph_end(void *stream, void **exec);
+oct_status oct_cuda_graph_launch(void *exec, void *stream);
+void oct_cuda_graph_destroy(void *exec);
+/* dst[t * dst_stride + j] = src[t * width + j] for t < n, j < width (bf16). */
+oct_status oct_cuda_copy_cols_bf16(const uint16_t *src, int64_t width, int64_t n, uint16_t *dst,
+                                   int64_t dst_stride, void *stream);
+/* y [m, n] bf16 += bias [n] f32 (in f32, RNE back to bf16). */
+oct_status oct_cuda_add_bias_bf16(uint16_t *y, const float *bias, int64_t m, int64_t n,
+                                  void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,220 @@
+/* test_model_device.c — the whole model on the CUDA device against the CPU
+ * backend, on models/demo, for BF16, fp8 (per-tensor weights, per-token
+ * activations), fp8_per_block, and each with the FP8 KV cache:
+ *   - prefill logits: max |device - cpu| over the vocabulary at most
+ *     LOGIT_TOL of the CPU's logit range (bf16 activations against f32);
+ *   - greedy decoding, 32 tokens: equal ids, or, at the first divergence, the
+ *     CPU's top-2 log-probability margin below MARGIN_TOL (a near-tie that bf16
+ *     rounding may flip), printed;
+ *   - `octet eval` perplexity within 0.1% of the CPU's.
+ * Without a GPU it prints "skipped: no GPU". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_api.h"
+#include "octet.h"
+#include "testlib.h"
+
+#define MODEL "models/demo"
+#define LOGIT_TOL 0.03  /* of the logit range */
+#define MARGIN_TOL 0.25 /* nats */
+#define PPL_TOL 0.001   /* relative */
+#define N_GEN 32
+
+typedef struct scheme {
+    const char *quantization; /* NULL: BF16 */
+    const char *kv;           /* NULL: auto */
+} scheme;
+
+static const scheme k_schemes[] = {
+    {NULL, NULL},  {"fp8", NULL},  {"fp8_per_block", NULL},
+    {NULL, "fp8"}, {"fp8", "fp8"}, {"fp8_per_block", "fp8"},
+};
+
+static oct_model *load(const scheme *s, const char *device)
+{
+    oct_model_opts o = {0};
+    o.quantization = s->quantization;
+    o.kv_cache_dtype = s->kv;
+    o.calculate_kv_scales = s->kv != NULL;
+    o.device = device;
+    oct_model *m = NULL;
+    oct_error e;
+    oct_status st = oct_model_load(MODEL, &o, &m, &e);
+    CHECKF(st == OCT_OK, "load on %s: %s", device, e.message);
+    return m;
+}
+
+static void log_softmax(const float *l, int64_t V, double *out)
+{
+    double mx = (double)l[0], sum = 0;
+    for (int64_t i = 1; i < V; i++)
+        mx = fmax(mx, (double)l[i]);
+    for (int64_t i = 0; i < V; i++)
+        sum += exp((double)l[i] - mx);
+    for (int64_t i = 0; i < V; i++)
+        out[i] = (double)l[i] - mx - log(sum);
+}
+
+static int32_t argmax(const float *l, int64_t V)
+{
+    int32_t b = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (l[i] > l[b])
+            b = (int32_t)i;
+    return b;
+}
+
+/* The gap between the best and the second-best log-probability. */
+static double top2_margin(const float *l, int64_t V, double *lp)
+{
+    log_softmax(l, V, lp);
+    double a = -INFINITY, b = -INFINITY;
+    for (int64_t i = 0; i < V; i++) {
+        if (lp[i] > a) {
+            b = a;
+            a = lp[i];
+        } else if (lp[i] > b) {
+            b = lp[i];
+        }
+    }
+    return a - b;
+}
+
+typedef struct run {
+    oct_session *s;
+    float *logits;
+    int64_t pos;
+} run;
+
+static bool step(run *r, const int32_t *tok, int64_t n)
+{
+    int32_t seq[512] = {0};
+    int64_t pos[512];
+    bool want[512] = {0};
+    for (int64_t i = 0; i < n; i++)
+        pos[i] = r->pos + i;
+    want[n - 1] = true;
+    oct_error e;
+    oct_status st = oct_session_forward(r->s, n, tok, seq, pos, want, r->logits, &e);
+    CHECKF(st == OCT_OK, "forward: %s", e.message);
+    r->pos += n;
+    return st == OCT_OK;
+}
+
+static void compare_scheme(const scheme *sc, const int32_t *prompt, int64_t n_prompt)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", sc->quantization ? sc->quantization : "bf16",
+             sc->kv ? " + fp8 KV" : "");
+    oct_model *mc = load(sc, "cpu"), *md = load(sc, "cuda");
+    if (!mc || !md) {
+        oct_model_free(mc);
+        oct_model_free(md);
+        return;
+    }
+    const int64_t V = oct_model_vocab_size(mc);
+    run rc = {0}, rd = {0};
+    oct_error e;
+    REQUIRE(oct_session_create(mc, 1, n_prompt + N_GEN + 1, &rc.s, &e) == OCT_OK);
+    REQUIRE(oct_session_create(md, 1, n_prompt + N_GEN + 1, &rd.s, &e) == OCT_OK);
+    rc.logits = malloc((size_t)V * 4);
+    rd.logits = malloc((size_t)V * 4);
+    double *lp = malloc((size_t)V * sizeof(double));
+    bool ok = step(&rc, prompt, n_prompt) && step(&rd, prompt, n_prompt);
+    double lo = INFINITY, hi = -INFINITY, dmax = 0;
+    for (int64_t i = 0; ok && i < V; i++) {
+        lo = fmin(lo, (double)rc.logits[i]);
+        hi = fmax(hi, (double)rc.logits[i]);
+        dmax = fmax(dmax, fabs((double)rc.logits[i] - (double)rd.logits[i]));
+    }
+    printf("  %-22s prefill logits: max |cuda - cpu| %.4f of range %.2f (%.4f, tolerance %.2f)\n",
+           name, dmax, hi - lo, dmax / (hi - lo), LOGIT_TOL);
+    CHECKF(ok && dmax <= LOGIT_TOL * (hi - lo), "%s: logits differ by %.4f of the range", name,
+           dmax / (hi - lo));
+    int64_t same = 0;
+    for (int g = 0; ok && g < N_GEN; g++) {
+        int32_t tc = argmax(rc.logits, V), td = argmax(rd.logits, V);
+        if (tc != td) {
+            double m = top2_margin(rc.logits, V, lp);
+            printf("  %-22s greedy: %lld equal, then cpu %d / cuda %d at a top-2 margin of %.4f "
+                   "nats (tolerance %.2f)\n",
+                   name, (long long)same, tc, td, m, MARGIN_TOL);
+            CHECKF(m < MARGIN_TOL, "%s: greedy ids differ at token %lld with margin %.3f", name,
+                   (long long)same, m);
+            break;
+        }
+        same++;
+        ok = step(&rc, &tc, 1) && step(&rd, &td, 1);
+    }
+    if (same == N_GEN)
+        printf("  %-22s greedy: %d of %d ids equal\n", name, N_GEN, N_GEN);
+    free(lp);
+    free(rc.logits);
+    free(rd.logits);
+    oct_session_free(rc.s);
+    oct_session_free(rd.s);
+    oct_model_free(mc);
+    oct_model_free(md);
+}
+
+static void test_logits_and_greedy(void)
+{
+    oct_tokenizer *tok = NULL;
+    oct_error e;
+    REQUIRE(oct_tokenizer_load(MODEL, &tok, &e) == OCT_OK);
+    const char *text = "The history of the city council shows that the members of the "
+                       "committee had been asked to report on the state of the schools, and";
+    oct_token_ids ids = {0};
+    REQUIRE(oct_tokenizer_encode(tok, text, strlen(text), true, &ids, &e) == OCT_OK);
+    for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++)
+        compare_scheme(&k_schemes[i], ids.ids, ids.n);
+    oct_token_ids_free(&ids);
+    oct_tokenizer_free(tok);
+}
+
+static double eval_ppl(const char *device, const scheme *sc)
+{
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s/octet eval --model %s --device %s %s%s %s%s %s --text %s/eval.txt --json "
+             "2>/dev/null",
+             build, MODEL, device, sc->quantization ? "--quantization " : "",
+             sc->quantization ? sc->quantization : "", sc->kv ? "--kv-cache-dtype " : "",
+             sc->kv ? sc->kv : "", sc->kv ? "--calculate-kv-scales" : "", MODEL);
+    FILE *f = popen(cmd, "r");
+    char buf[4096] = "";
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f)
+        pclose(f);
+    const char *p = strstr(buf, "\"ppl\":");
+    return p ? atof(p + 6) : (double)NAN;
+}
+
+static void test_eval_perplexity(void)
+{
+    for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++) {
+        const scheme *sc = &k_schemes[i];
+        double pc = eval_ppl("cpu", sc), pd = eval_ppl("cuda", sc);
+        double rel = fabs(pd - pc) / pc;
+        printf("  %-14s %-8s eval ppl: cpu %.4f, cuda %.4f (%+.4f%%, tolerance 0.1%%)\n",
+               sc->quantization ? sc->quantization : "bf16", sc->kv ? "fp8 KV" : "", pc, pd,
+               100.0 * (pd - pc) / pc);
+        CHECKF(isfinite(pc) && isfinite(pd) && rel <= PPL_TOL, "ppl cpu %.4f cuda %.4f", pc, pd);
+    }
+}
+
+int main(void)
+{
+    if (!oct_cuda_available()) {
+        printf("skipped: no GPU\n");
+        return testlib_finish();
+    }
+    RUN(test_logits_and_greedy);
+    RUN(test_eval_perplexity);
+    return testlib_finish();
+}
