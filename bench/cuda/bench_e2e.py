@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--model", default="/tmp/llama8b")
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="kv auto only, no eager row")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     make_model(a.model)
@@ -172,6 +173,8 @@ def main():
     rows = []
     cases = [(q, kv, 512, False) for q in (None, "fp8", "fp8_per_block") for kv in (None, "fp8")]
     cases += [("fp8", None, 512, True), ("fp8", None, 8192, False), ("fp8", "fp8", 8192, False)]
+    if a.quick:
+        cases = [c for c in cases if c[1] is None and not c[3]]
     for q, kv, p, eager in cases:
         r = octet_row(a.octet, a.model, q, kv, p, a.decode, eager)
         wb = 2 if q is None else 1

@@ -3,7 +3,7 @@
 // [n_blocks][n_kv][block_size][d], one head's rows contiguous within a block.
 //
 // Attention: a thread block per (query row, KV head, up to 8 of its query heads,
-// partition of kPart positions).  Its 4 warps take a quarter of the partition
+// partition of part_for(m) positions).  Its 4 warps take a quarter of the partition
 // each; a warp reads one K row (and later its V row) per position, 4 positions
 // per step, each lane 4 (d <= 128) or 8 elements of it, and every query head of
 // the GQA group uses those reads.  Scores q . k reduce over the warp by
@@ -20,7 +20,12 @@ namespace
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = kAttnWarps * 32;
-constexpr int kPart = 512; // positions per partition
+// Positions per partition: small batches (decode) split the context finely so
+// the grid fills the GPU; large ones (prefill) have rows enough.
+__host__ __device__ constexpr int64_t part_for(int64_t m)
+{
+    return m <= 4 ? 32 : m <= 16 ? 64 : 512;
+}
 constexpr int kUnroll = 4; // positions per warp step
 
 __device__ __forceinline__ float bf16f(uint32_t h)
@@ -62,6 +67,7 @@ struct AttnArgs {
     const void *kc, *vc;
     float k_scale, v_scale, scale;
     int64_t window, max_ctx;
+    int64_t part; // positions per partition (part_for(m))
     uint16_t *out;
     float *ws_m, *ws_l, *ws_acc; // [m][n_q][max_parts] (acc: [..][d])
     int max_parts;
@@ -114,11 +120,11 @@ __global__ void __launch_bounds__(kAttnThreads) attn_kernel(AttnArgs a)
         return;
     }
     const int64_t j0 = row_j0(p, a.window);
-    const int nparts = (int)((p - j0 + kPart) / kPart);
+    const int nparts = (int)((p - j0 + a.part) / a.part);
     const int part = (int)blockIdx.z;
     if (part >= nparts)
         return;
-    const int64_t js = j0 + (int64_t)part * kPart, je = min(js + kPart, p + 1);
+    const int64_t js = j0 + (int64_t)part * a.part, je = min(js + a.part, p + 1);
     const int64_t per = (je - js + kAttnWarps - 1) / kAttnWarps;
     const int64_t ws0 = js + warp * per, we = min(ws0 + per, je);
 
@@ -281,7 +287,7 @@ __global__ void __launch_bounds__(128) attn_reduce(AttnArgs a)
     if (p < 0 || p >= a.max_ctx)
         return;
     const int64_t j0 = row_j0(p, a.window);
-    const int nparts = (int)((p - j0 + kPart) / kPart);
+    const int nparts = (int)((p - j0 + a.part) / a.part);
     if (nparts <= 1)
         return;
     const int64_t slot0 = (t * a.n_q + h) * a.max_parts;
@@ -320,9 +326,17 @@ cudaError_t launch_attn_g(const AttnArgs &a, int gc, bool fp8, dim3 grid, cudaSt
     }
 }
 
-int64_t max_parts_for(int64_t max_ctx)
+int64_t max_parts_for(int64_t max_ctx, int64_t part)
 {
-    return (max_ctx + kPart - 1) / kPart;
+    return (max_ctx + part - 1) / part;
+}
+
+size_t ws_bytes_for(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx)
+{
+    const int64_t parts = max_parts_for(max_ctx, part_for(m));
+    if (parts <= 1)
+        return 0;
+    return (size_t)m * (size_t)n_q * (size_t)parts * (size_t)(d + 2) * sizeof(float);
 }
 
 } // namespace
@@ -356,10 +370,14 @@ extern "C" size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int
 {
     if (m <= 0 || n_q <= 0 || d <= 0 || max_ctx <= 0)
         return 0;
-    const int64_t parts = max_parts_for(max_ctx);
-    if (parts <= 1)
-        return 0;
-    return (size_t)m * (size_t)n_q * (size_t)parts * (size_t)(d + 2) * sizeof(float);
+    // enough for any batch of up to m rows: each partition size's largest batch
+    size_t b = ws_bytes_for(m, n_q, d, max_ctx);
+    const int64_t small[] = {4, 16};
+    for (int64_t s : small) {
+        const size_t x = ws_bytes_for(m < s ? m : s, n_q, d, max_ctx);
+        b = x > b ? x : b;
+    }
+    return b;
 }
 
 extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
@@ -395,13 +413,13 @@ extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t
     const uintptr_t al = fp8 ? 3u : 7u;
     if (((uintptr_t)qkv & 7u) || ((uintptr_t)k_cache & al) || ((uintptr_t)v_cache & al))
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: misaligned qkv or cache");
-    const int64_t group = n_q / n_kv, parts = max_parts_for(max_ctx);
+    const int64_t group = n_q / n_kv, parts = max_parts_for(max_ctx, part_for(m));
     const int gc = group >= 8 ? 8 : group >= 4 ? 4 : group >= 2 ? 2 : 1;
     const int64_t gsplit = (group + gc - 1) / gc;
     if (n_kv * gsplit > 65535 || parts > 65535)
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: %lld KV heads, %lld partitions",
                                  (long long)n_kv, (long long)parts);
-    const size_t need = oct_cuda_attention_workspace_bytes(m, n_q, d, max_ctx);
+    const size_t need = ws_bytes_for(m, n_q, d, max_ctx);
     if (need > 0 && (!ws || ws_bytes < need || ((uintptr_t)ws & 15u)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
                                  "attention: workspace of %zu bytes at %p (needs %zu, aligned)",
@@ -425,6 +443,7 @@ extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t
     a.scale = scale;
     a.window = sliding_window;
     a.max_ctx = max_ctx;
+    a.part = part_for(m);
     a.out = out;
     const size_t slots = (size_t)m * (size_t)n_q * (size_t)parts;
     a.ws_m = need ? static_cast<float *>(ws) : nullptr;
