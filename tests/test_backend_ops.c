@@ -1,8 +1,10 @@
 /* test_backend_ops.c — the CUDA forward-pass ops (src/kernels/cuda/ops_*.cu)
  * against a CPU reference at model shapes (H 4096, d 128, 32 / 8 heads, I 14336,
- * V 128256).  Each reference below is a small static *_ref function with
- * forward.c's math (and the CPU attention's, and src/engine/sampler.c's filters),
- * computed from the same bf16-rounded inputs the device gets.  Tolerances are
+ * V 128256).  Each reference below is a small static *_ref function: RMSNorm,
+ * RoPE and SiLU-mul call the CPU backend's ops (kernels/cpu/backend_cpu.c); the
+ * others restate the CPU attention's and src/engine/sampler.c's math, on the
+ * test's own cache buffers; all computed from the same bf16-rounded inputs the
+ * device gets.  Tolerances are
  * stated per test and printed in every failure message.  Without a GPU (or in a
  * CPU-only build) it prints "skipped: no GPU". */
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cuda/cuda_api.h"
 #include "octet.h"
 #include "testlib.h"
@@ -102,28 +105,30 @@ static int64_t codes_diff(const uint8_t *a, const uint8_t *b, size_t n, int64_t 
 
 /* ------------------------------------------------ references: forward.c's math */
 
-/* forward.c rmsnorm: the sum of squares in double, then f32. */
+/* The CPU backend's RMSNorm of one row (kernels/cpu/backend_cpu.c). */
 static void rmsnorm_ref(float *y, const float *x, const float *w, int64_t n, float eps)
 {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * (double)x[i];
-    float r = 1.0f / sqrtf((float)(ss / (double)n) + eps);
-    for (int64_t i = 0; i < n; i++)
-        y[i] = w[i] * (x[i] * r);
+    oct_backend *be = oct_backend_cpu();
+    oct_error e;
+    float *xc = malloc((size_t)n * sizeof(float));
+    memcpy(xc, x, (size_t)n * sizeof(float));
+    be->ops->rmsnorm(be, xc, NULL, 0.0f, w, NULL, 1, n, eps, y, &e);
+    free(xc);
 }
 
-/* forward.c rope: HF rotate_half at position pos. */
+/* The CPU backend's RoPE of one head vector (a one-head q of a q|k|v row). */
 static void rope_ref(float *v, int64_t d, const float *inv_freq, int64_t pos)
 {
-    int64_t half = d / 2;
-    for (int64_t i = 0; i < half; i++) {
-        float ang = (float)pos * inv_freq[i];
-        float c = cosf(ang), s = sinf(ang);
-        float x1 = v[i], x2 = v[i + half];
-        v[i] = x1 * c - x2 * s;
-        v[i + half] = x2 * c + x1 * s;
-    }
+    oct_backend *be = oct_backend_cpu();
+    oct_error e;
+    float *row = calloc((size_t)(3 * d), sizeof(float));
+    memcpy(row, v, (size_t)d * sizeof(float));
+    const oct_attn_shape a = {.n_heads = 1, .n_kv_heads = 1, .head_dim = d, .inv_freq = inv_freq};
+    const int32_t seq = 0;
+    const oct_rows rows = {1, &seq, &pos};
+    be->ops->rope_qk(be, &a, &rows, row, &e);
+    memcpy(v, row, (size_t)d * sizeof(float));
+    free(row);
 }
 
 /* forward.c's embedding: x = embed[tok] * embedding_multiplier. */
@@ -136,10 +141,14 @@ static void embed_ref(float *x, const uint16_t *table, int64_t H, int32_t tok, f
     }
 }
 
-/* forward.c's MLP activation: g / (1 + expf(-g)) * u. */
+/* The CPU backend's SiLU-mul of one (gate, up) pair. */
 static float silu_mul_ref(float g, float u)
 {
-    return g / (1.0f + expf(-g)) * u;
+    oct_backend *be = oct_backend_cpu();
+    oct_error e;
+    float gu[2] = {g, u}, y = 0.0f;
+    be->ops->silu_mul(be, 1, 1, gu, &y, &e);
+    return y;
 }
 
 /* The CPU attention's cache index: a block holds [n_kv][block_size][d]. */
