@@ -2,6 +2,7 @@
  * the tokenizer is built on. */
 #include <string.h>
 
+#include "io/json.h"
 #include "tokenizer/tok_internal.h"
 
 /* ------------------------------------------------------------ byte buffers */
@@ -561,7 +562,7 @@ oct_status tok_json_bool(const json_t *obj, const char *key, bool dflt, bool *ou
         return OCT_OK;
     }
     if (!json_is_boolean(v))
-        return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.%s: expected a boolean", path, key);
+        return io_json_type_error(obj, key, path, "a boolean", err);
     *out = json_is_true(v);
     return OCT_OK;
 }
@@ -579,7 +580,7 @@ oct_status tok_json_str(const json_t *obj, const char *key, bool required, const
         return OCT_OK;
     }
     if (!json_is_string(v))
-        return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.%s: expected a string", path, key);
+        return io_json_type_error(obj, key, path, "a string", err);
     *out = json_string_value(v);
     if (len)
         *len = json_string_length(v);
