@@ -510,6 +510,12 @@ static void test_load_errors(void)
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []",
                       OCT_ERR_FORMAT, "line 1");
     expect_load_error("[1, 2]", OCT_ERR_FORMAT, "expected an object");
+    /* a wrong type names the file and the line */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},\n"
+                      "\"pre_tokenizer\": {\"type\": \"ByteLevel\",\n"
+                      "  \"add_prefix_space\": \"no\"}}",
+                      OCT_ERR_FORMAT,
+                      "tokenizer.json: line 3: pre_tokenizer.add_prefix_space: expected a boolean");
     expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", OCT_ERR_UNSUPPORTED,
                       "WordPiece");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": "
