@@ -193,6 +193,47 @@ static void test_tokenizer_config_big_max_length(void)
            "%s", err.message);
 }
 
+/* special_tokens_map.json (as older repos ship it) fills the tokens
+ * tokenizer_config.json leaves out; tokenizer_config.json wins where both say. */
+static void test_special_tokens_map(void)
+{
+    const char *dir = "build/tests/special_tokens_map";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/demo/tokenizer.json %s/", dir, dir);
+    REQUIRE(system(cmd) == 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("{\"eos_token\": \"<|end_of_text|>\", \"model_max_length\": "
+          "1000000000000000019884624838656}\n",
+          f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("{\n  \"bos_token\": {\"content\": \"<|begin_of_text|>\", \"lstrip\": false},\n"
+          "  \"eos_token\": \"<|begin_of_text|>\"\n}\n",
+          f);
+    fclose(f);
+    oct_tokenizer *tok = NULL;
+    oct_error err;
+    CHECKF(oct_tokenizer_load(dir, &tok, &err) == OCT_OK, "%s", err.message);
+    REQUIRE(tok);
+    CHECK(strcmp(oct_tokenizer_bos_token(tok), "<|begin_of_text|>") == 0);
+    CHECK(strcmp(oct_tokenizer_eos_token(tok), "<|end_of_text|>") == 0);
+    CHECK(oct_tokenizer_bos_id(tok) >= 0 && oct_tokenizer_eos_id(tok) >= 0 &&
+          oct_tokenizer_bos_id(tok) != oct_tokenizer_eos_id(tok));
+    oct_tokenizer_free(tok);
+    /* a wrong type there names that file and the line */
+    f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("{\n  \"bos_token\": 7\n}\n", f);
+    fclose(f);
+    CHECK(oct_tokenizer_load(dir, &tok, &err) == OCT_ERR_FORMAT && tok == NULL);
+    CHECKF(strstr(err.message, "special_tokens_map.json: line 2") != NULL, "%s", err.message);
+}
+
 int main(void)
 {
     RUN(test_big_integers);
@@ -201,5 +242,6 @@ int main(void)
     RUN(test_nesting);
     RUN(test_type_error_lines);
     RUN(test_tokenizer_config_big_max_length);
+    RUN(test_special_tokens_map);
     return testlib_finish();
 }

@@ -440,14 +440,33 @@ static oct_status read_file(const char *path, bool optional, char **data, size_t
     return OCT_OK;
 }
 
+/* special_tokens_map.json (older repos keep bos/eos there): fills the tokens
+ * tokenizer_config.json did not set. */
+static oct_status special_tokens_map(oct_tokenizer *t, const char *text, size_t len, oct_error *err)
+{
+    json_t *m = NULL;
+    oct_status st = io_json_open(text, len, "special_tokens_map.json", &m, err);
+    if (st != OCT_OK)
+        return st;
+    char **slot[] = {&t->bos_token, &t->eos_token, &t->unk_token, &t->pad_token};
+    const char *key[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    for (size_t i = 0; st == OCT_OK && i < 4; i++)
+        if (!*slot[i] && json_is_object(m))
+            st = config_token(m, key[i], slot[i], err);
+    io_json_close(m);
+    t->bos_id = lookup_id(t, t->bos_token);
+    t->eos_id = lookup_id(t, t->eos_token);
+    return st;
+}
+
 oct_status oct_tokenizer_load(const char *dir, oct_tokenizer **out, oct_error *err)
 {
     if (!dir || !out)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "tokenizer: NULL argument");
     *out = NULL;
     char path[4096];
-    char *tj = NULL, *cj = NULL, *jinja = NULL;
-    size_t tl, cl, jl;
+    char *tj = NULL, *cj = NULL, *jinja = NULL, *sm = NULL;
+    size_t tl, cl, jl, sl;
     oct_status st;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if ((st = read_file(path, false, &tj, &tl, err)))
@@ -458,8 +477,14 @@ oct_status oct_tokenizer_load(const char *dir, oct_tokenizer **out, oct_error *e
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
     if ((st = read_file(path, true, &jinja, &jl, err)))
         goto out;
-    if ((st = oct_tokenizer_load_json(tj, tl, cj, cl, out, err))) {
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    if ((st = read_file(path, true, &sm, &sl, err)))
+        goto out;
+    if ((st = oct_tokenizer_load_json(tj, tl, cj, cl, out, err)) ||
+        (sm && (st = special_tokens_map(*out, sm, sl, err)))) {
         oct_error_prefix(err, "%s", dir);
+        oct_tokenizer_free(*out);
+        *out = NULL;
         goto out;
     }
     if (jinja) {
@@ -471,6 +496,7 @@ out:
     oct_free(tj);
     oct_free(cj);
     oct_free(jinja);
+    oct_free(sm);
     return st;
 }
 
