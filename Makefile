@@ -58,8 +58,8 @@ LIB_SRC := $(filter-out src/kernels/cuda/stub.c src/kernels/cuda/stub_backend.c,
 CU_SRC  := $(sort $(wildcard src/kernels/cuda/*.cu))
 CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
 CUDA_HOME ?= /usr/local/cuda
-NVFLAGS := -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Iinclude -Isrc \
-           -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_89,code=sm_89
+NVFLAGS := -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
+           -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_89,code=sm_89
 LDLIBS  += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 CPPFLAGS += -DOCTET_CUDA=1
 endif
@@ -67,6 +67,10 @@ CLI_SRC   := $(sort $(wildcard src/cli/*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BENCH_SRC:%.c=$(BUILD)/%.o)
+
+# liboctet.so exports only what include/octet.h marks OCT_API (docs/API.md);
+# tests and the CLI link liboctet.a, where the internal symbols stay visible.
+$(LIB_OBJ): CFLAGS += -fvisibility=hidden
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -82,8 +86,8 @@ $(BUILD)/liboctet.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/liboctet.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/liboctet.so: $(LIB_OBJ) src/liboctet.map
+	$(CC) -shared -Wl,--version-script=src/liboctet.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/octet: $(CLI_OBJ) $(BUILD)/liboctet.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/liboctet.a $(LDFLAGS) $(LDLIBS)

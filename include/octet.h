@@ -29,6 +29,15 @@ extern "C" {
 
 #define OCTET_VERSION "0.1.0"
 
+/* Marks the functions liboctet.so exports.  The library is built with
+ * -fvisibility=hidden, so everything not declared here with OCT_API stays
+ * internal to it (docs/API.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define OCT_API __attribute__((visibility("default")))
+#else
+#define OCT_API
+#endif
+
 /* ===================================================================== core */
 
 typedef enum {
@@ -47,7 +56,7 @@ typedef enum {
 } oct_status;
 
 /* Short constant text for a status ("invalid argument", ...); never NULL. */
-const char *oct_status_str(oct_status st);
+OCT_API const char *oct_status_str(oct_status st);
 
 /* Filled by fallible functions.  `offset` is a byte offset into the input the
  * error refers to, or -1 when none applies. */
@@ -58,7 +67,7 @@ typedef struct oct_error {
 } oct_error;
 
 /* Resets an error to OCT_OK / offset -1 / empty message. */
-void oct_error_clear(oct_error *err);
+OCT_API void oct_error_clear(oct_error *err);
 
 typedef enum {
     OCT_LOG_DEBUG = 0,
@@ -74,10 +83,10 @@ typedef void (*oct_log_fn)(oct_log_level level, const char *msg, void *user);
 
 /* Installs the process-wide log sink; messages below `min_level` are dropped
  * before formatting.  fn == NULL silences the library (the default). */
-void oct_log_set(oct_log_fn fn, void *user, oct_log_level min_level);
+OCT_API void oct_log_set(oct_log_fn fn, void *user, oct_log_level min_level);
 
 /* Short constant name of a level: "debug", "info", "warn", "error". */
-const char *oct_log_level_str(oct_log_level level);
+OCT_API const char *oct_log_level_str(oct_log_level level);
 
 /* Allocator hook: every allocation the library makes goes through these.
  * `realloc_fn` may be NULL (then malloc + copy + free is used).  The hook must
@@ -90,7 +99,7 @@ typedef struct oct_allocator {
 } oct_allocator;
 
 /* Installs `a` (copied), or restores the C library's allocator when NULL. */
-void oct_set_allocator(const oct_allocator *a);
+OCT_API void oct_set_allocator(const oct_allocator *a);
 
 /* CPU features detected at run time (CPUID + XGETBV on x86-64). */
 typedef struct oct_cpu_features {
@@ -103,31 +112,31 @@ typedef struct oct_cpu_features {
 typedef enum { OCT_CPU_REF = 0, OCT_CPU_AVX2 = 1, OCT_CPU_AVX512 = 2 } oct_cpu_level;
 
 /* Features of this machine (cached after the first call). */
-const oct_cpu_features *oct_cpu_features_get(void);
+OCT_API const oct_cpu_features *oct_cpu_features_get(void);
 
 /* The best level this machine supports: AVX512 needs F+BW+VL+DQ+BF16+VBMI,
  * AVX2 needs AVX2+FMA+F16C. */
-oct_cpu_level oct_cpu_level_max(void);
+OCT_API oct_cpu_level oct_cpu_level_max(void);
 
 /* The level kernels use: the `OCTET_CPU` environment variable (ref | avx2 |
  * avx512) if set, else oct_cpu_level_max(); a forced level the machine lacks is
  * lowered to the best it has (and logged once). */
-oct_cpu_level oct_cpu_level_get(void);
+OCT_API oct_cpu_level oct_cpu_level_get(void);
 
 /* Forces the active level (tests use it to run every path); returns
  * OCT_ERR_UNSUPPORTED if the machine lacks it.  OCT_CPU_REF always works. */
-oct_status oct_cpu_force(oct_cpu_level level);
+OCT_API oct_status oct_cpu_force(oct_cpu_level level);
 
 /* "ref", "avx2", "avx512". */
-const char *oct_cpu_level_str(oct_cpu_level level);
+OCT_API const char *oct_cpu_level_str(oct_cpu_level level);
 
 /* Parses "ref" | "avx2" | "avx512"; OCT_ERR_INVALID_ARG otherwise. */
-oct_status oct_cpu_level_parse(const char *s, oct_cpu_level *out);
+OCT_API oct_status oct_cpu_level_parse(const char *s, oct_cpu_level *out);
 
 /* OpenMP thread count used by kernels.  n <= 0 restores the default
  * (OMP_NUM_THREADS, else the number of online CPUs). */
-void oct_threads_set(int n);
-int oct_threads_get(void);
+OCT_API void oct_threads_set(int n);
+OCT_API int oct_threads_get(void);
 
 /* ============================================================ fp8 formats */
 
@@ -149,28 +158,28 @@ typedef enum {
 /* Conversions of n values.  Round to nearest, ties to even (E8M0: nearest power
  * of two, ties up).  Return OCT_ERR_INVALID_ARG for a bad format/mode or NULL
  * pointers with n > 0.  src and dst must not overlap. */
-oct_status oct_fp8_from_f32(oct_fp8_format f, oct_cast_mode m, const float *src, uint8_t *dst,
-                            size_t n);
-oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
-                             size_t n);
-oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src, uint8_t *dst,
-                            size_t n);
-oct_status oct_fp8_to_f32(oct_fp8_format f, const uint8_t *src, float *dst, size_t n);
+OCT_API oct_status oct_fp8_from_f32(oct_fp8_format f, oct_cast_mode m, const float *src,
+                                    uint8_t *dst, size_t n);
+OCT_API oct_status oct_fp8_from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
+                                     uint8_t *dst, size_t n);
+OCT_API oct_status oct_fp8_from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *src,
+                                    uint8_t *dst, size_t n);
+OCT_API oct_status oct_fp8_to_f32(oct_fp8_format f, const uint8_t *src, float *dst, size_t n);
 
 /* Decoded value of one code (scalar; exact). */
-float oct_fp8_decode(oct_fp8_format f, uint8_t code);
+OCT_API float oct_fp8_decode(oct_fp8_format f, uint8_t code);
 
 /* Largest finite value of a format (448, 57344, 240, 57344, 2^127). */
-float oct_fp8_max(oct_fp8_format f);
+OCT_API float oct_fp8_max(oct_fp8_format f);
 
 /* "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0fnu". */
-const char *oct_fp8_format_str(oct_fp8_format f);
+OCT_API const char *oct_fp8_format_str(oct_fp8_format f);
 
 /* bf16 / f16 <-> f32 helpers (exact widening; narrowing is RNE, NaN kept). */
-float oct_bf16_to_f32(uint16_t h);
-uint16_t oct_f32_to_bf16(float x);
-float oct_f16_to_f32(uint16_t h);
-uint16_t oct_f32_to_f16(float x);
+OCT_API float oct_bf16_to_f32(uint16_t h);
+OCT_API uint16_t oct_f32_to_bf16(float x);
+OCT_API float oct_f16_to_f32(uint16_t h);
+OCT_API uint16_t oct_f32_to_f16(float x);
 
 /* ===================================================== quantization schemes */
 /* Scale = dequantization multiplier: real ~= decode(q) * scale.  All maths in
@@ -178,37 +187,39 @@ uint16_t oct_f32_to_f16(float x);
 
 /* Largest magnitude quantizers target: 448 (e4m3fn), 224 (e4m3fnuz: vLLM's
  * choice on MI300, 240 costs accuracy), 57344 (e5m2, e5m2fnuz). */
-float oct_quant_qmax(oct_fp8_format f);
+OCT_API float oct_quant_qmax(oct_fp8_format f);
 
 /* Smallest dynamic scale: 1 / (qmax * 512) (vLLM's floor; 1/229376 for e4m3fn). */
-float oct_quant_scale_floor(oct_fp8_format f);
+OCT_API float oct_quant_scale_floor(oct_fp8_format f);
 
 /* Dynamic per-tensor: scale = max(amax / qmax, floor); q = cast(clamp(x * (1/scale))).
  * x: [n] -> q: [n], *scale: 1 float.  A NaN anywhere makes the scale NaN (and
  * every code NaN), as PyTorch does: garbage in is never silently hidden. */
-oct_status oct_quant_tensor(oct_fp8_format f, const float *x, size_t n, uint8_t *q, float *scale);
+OCT_API oct_status oct_quant_tensor(oct_fp8_format f, const float *x, size_t n, uint8_t *q,
+                                    float *scale);
 
 /* Static scale (a checkpoint's input_scale): q = cast(clamp(x * (1/scale))). */
-oct_status oct_quant_static(oct_fp8_format f, const float *x, size_t n, float scale, uint8_t *q);
+OCT_API oct_status oct_quant_static(oct_fp8_format f, const float *x, size_t n, float scale,
+                                    uint8_t *q);
 
 /* Per row of x [rows, cols] (per-token activations, per-channel weights):
  * scale_r = max(min(amax_r, ub) / qmax, floor) (ub <= 0: no bound);
  * q = cast(clamp(x / scale_r)) (true division, as vLLM's per-token kernel).
  * scales: [rows]. */
-oct_status oct_quant_rows(oct_fp8_format f, const float *x, int64_t rows, int64_t cols, float ub,
-                          uint8_t *q, float *scales);
+OCT_API oct_status oct_quant_rows(oct_fp8_format f, const float *x, int64_t rows, int64_t cols,
+                                  float ub, uint8_t *q, float *scales);
 
 /* 1 x group along each row (activations, group = 128): scales [rows, ceil(cols/group)],
  * the last group of a row may be partial; scale = max(amax / qmax, floor);
  * q = cast(clamp(x / scale)). */
-oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int64_t cols,
-                            int64_t group, uint8_t *q, float *scales);
+OCT_API oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int64_t cols,
+                                    int64_t group, uint8_t *q, float *scales);
 
 /* bn x bk weight blocks (128 x 128), ceil-counted with partial edge blocks:
  * scales [ceil(rows/bn), ceil(cols/bk)], scale = max(amax, 1e-4) / qmax
  * (vLLM per_block_cast_to_fp8); q = cast(clamp(w * (1/scale))). */
-oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
-                            int64_t bn, int64_t bk, uint8_t *q, float *scales);
+OCT_API oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
+                                    int64_t bn, int64_t bk, uint8_t *q, float *scales);
 
 typedef enum {
     OCT_MX_OCP = 0, /* e = floor(log2 amax) - emax_elem (8 for e4m3) + 127 */
@@ -220,19 +231,21 @@ typedef enum {
  * exponents, clamped to [0, 254]; an all-zero block gets 0); q =
  * cast(clamp(x / 2^(e-127))).  cols % 32 != 0 -> OCT_ERR_INVALID_ARG.
  * elem: OCT_FP8_E4M3FN or OCT_FP8_E5M2. */
-oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *x, int64_t rows,
-                        int64_t cols, uint8_t *q, uint8_t *scales);
+OCT_API oct_status oct_quant_mx(oct_fp8_format elem, oct_mx_recipe recipe, const float *x,
+                                int64_t rows, int64_t cols, uint8_t *q, uint8_t *scales);
 
 /* Dequantization to f32, the inverse layouts of the functions above. */
-oct_status oct_dequant_tensor(oct_fp8_format f, const uint8_t *q, size_t n, float scale, float *x);
-oct_status oct_dequant_rows(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
-                            const float *scales, float *x);
-oct_status oct_dequant_groups(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
-                              int64_t group, const float *scales, float *x);
-oct_status oct_dequant_blocks(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
-                              int64_t bn, int64_t bk, const float *scales, float *x);
-oct_status oct_dequant_mx(oct_fp8_format elem, const uint8_t *q, int64_t rows, int64_t cols,
-                          const uint8_t *scales, float *x);
+OCT_API oct_status oct_dequant_tensor(oct_fp8_format f, const uint8_t *q, size_t n, float scale,
+                                      float *x);
+OCT_API oct_status oct_dequant_rows(oct_fp8_format f, const uint8_t *q, int64_t rows, int64_t cols,
+                                    const float *scales, float *x);
+OCT_API oct_status oct_dequant_groups(oct_fp8_format f, const uint8_t *q, int64_t rows,
+                                      int64_t cols, int64_t group, const float *scales, float *x);
+OCT_API oct_status oct_dequant_blocks(oct_fp8_format f, const uint8_t *q, int64_t rows,
+                                      int64_t cols, int64_t bn, int64_t bk, const float *scales,
+                                      float *x);
+OCT_API oct_status oct_dequant_mx(oct_fp8_format elem, const uint8_t *q, int64_t rows, int64_t cols,
+                                  const uint8_t *scales, float *x);
 
 /* Fused per-tensor shards (q/k/v, gate/up) stacked row-wise in q [sum rows, cols]
  * with one scale each -> one scale (the max) for all: each shard with a smaller
@@ -240,13 +253,13 @@ oct_status oct_dequant_mx(oct_fp8_format elem, const uint8_t *q, int64_t rows, i
  * reproduces vLLM bit for bit (dequant through float16, which overflows above
  * 65504 and flushes below 2^-24); false (octet's default) dequantizes exactly in
  * f32.  *scale_out = max scale. */
-oct_status oct_quant_requant_shards(oct_fp8_format f, uint8_t *q, int64_t cols,
-                                    const int64_t *shard_rows, const float *shard_scales,
-                                    int n_shards, bool fp16_intermediate, float *scale_out);
+OCT_API oct_status oct_quant_requant_shards(oct_fp8_format f, uint8_t *q, int64_t cols,
+                                            const int64_t *shard_rows, const float *shard_scales,
+                                            int n_shards, bool fp16_intermediate, float *scale_out);
 
 /* E4M3FN -> E4M3FNUZ in place: byte 0x80 (-0) -> 0x00; every other byte kept,
  * so each value halves: the caller doubles the scales (weight, input, KV). */
-void oct_fp8_fn_to_fnuz(uint8_t *codes, size_t n);
+OCT_API void oct_fp8_fn_to_fnuz(uint8_t *codes, size_t n);
 
 /* Error of approx against ref over n values. */
 typedef struct oct_quant_error {
@@ -255,8 +268,8 @@ typedef struct oct_quant_error {
     double rel_fro; /* ||ref - approx||_F / ||ref||_F (0 when ref == 0 and exact) */
 } oct_quant_error;
 
-oct_status oct_quant_error_measure(const float *ref, const float *approx, size_t n,
-                                   oct_quant_error *out);
+OCT_API oct_status oct_quant_error_measure(const float *ref, const float *approx, size_t n,
+                                           oct_quant_error *out);
 
 /* ================================================================= kernels */
 /* Scaled FP8 matrix multiply (docs/KERNELS.md §Semantics) and the linear-layer kernel registry.
@@ -272,9 +285,10 @@ typedef enum { OCT_SCALE_TENSOR, OCT_SCALE_ROW, OCT_SCALE_BLOCK128, OCT_SCALE_MX
    inside the sum.  Other mixes -> OCT_ERR_UNSUPPORTED; negative sizes, NULL pointers, MX32 with K %
    32 != 0 -> OCT_ERR_INVALID_ARG.  Uses the best kernel for oct_cpu_level_get() (B is repacked for
    the call: use oct_linear_* to repack once). */
-oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A, oct_scale_kind ka,
-                             const void *sa, const uint8_t *B, oct_scale_kind kb, const void *sb,
-                             const float *bias /* N floats or NULL */, float *Y);
+OCT_API oct_status oct_scaled_mm_f32(int64_t M, int64_t N, int64_t K, const uint8_t *A,
+                                     oct_scale_kind ka, const void *sa, const uint8_t *B,
+                                     oct_scale_kind kb, const void *sb,
+                                     const float *bias /* N floats or NULL */, float *Y);
 
 /* Weight element type of a linear layer. */
 typedef enum {
@@ -310,9 +324,9 @@ typedef struct oct_linear_desc {
 typedef struct oct_linear_kernel oct_linear_kernel;
 
 /* "cuda_fp8", "cpu_avx512_bf16", "cpu_avx2_fma", "cpu_ref". */
-const char *oct_linear_kernel_name(const oct_linear_kernel *k);
+OCT_API const char *oct_linear_kernel_name(const oct_linear_kernel *k);
 /* Its backend family, the value --linear-backend matches: "cuda", "avx512", "avx2", "ref". */
-const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
+OCT_API const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
 
 /* Picks the first kernel in priority order (cuda, avx512, avx2, ref) that this CPU
  * (oct_cpu_level_get) runs and that can implement `d`.  backend: NULL or
@@ -322,27 +336,27 @@ const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
  * (never a silent fallback); an unknown backend name -> OCT_ERR_INVALID_ARG.
  * Logs "Selected <kernel> for <layer>" at debug level (see the selector for
  * the per-model summary). */
-oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
-                             const oct_linear_kernel **out, oct_error *err);
+OCT_API oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
+                                     const oct_linear_kernel **out, oct_error *err);
 
 /* oct_linear_select among the CPU kernels only ("auto"; a "cuda" restriction
  * from OCTET_LINEAR_BACKEND counts as auto): the one-shot oct_scaled_mm_f32 is
  * the CPU reference, also on a GPU machine, and CPU tests and benchmarks pick
  * their kernels with it. */
-oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
-                                  oct_error *err);
+OCT_API oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
+                                          oct_error *err);
 
 /* A model loader calls oct_linear_selector_pick once per layer; _log_summary
  * logs one INFO line per distinct (kernel, scheme) choice:
  * "Selected cpu_avx512_bf16 for model.layers.0.self_attn.q_proj and 223 more layers (fp8 w8a8
  * ...)". */
 typedef struct oct_linear_selector oct_linear_selector;
-oct_status oct_linear_selector_create(const char *backend, oct_linear_selector **out,
-                                      oct_error *err);
-oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_desc *d,
-                                    const oct_linear_kernel **out, oct_error *err);
-void oct_linear_selector_log_summary(const oct_linear_selector *s);
-void oct_linear_selector_free(oct_linear_selector *s);
+OCT_API oct_status oct_linear_selector_create(const char *backend, oct_linear_selector **out,
+                                              oct_error *err);
+OCT_API oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_desc *d,
+                                            const oct_linear_kernel **out, oct_error *err);
+OCT_API void oct_linear_selector_log_summary(const oct_linear_selector *s);
+OCT_API void oct_linear_selector_free(oct_linear_selector *s);
 
 /* A prepared linear layer: weights repacked once into the chosen kernel's
  * layout (the caller's buffers are copied and may be freed).  Immutable after
@@ -352,22 +366,23 @@ typedef struct oct_linear oct_linear;
 /* weight: [n,k] FP8 codes / bf16 / f32 per d->weight_type.  weight_scale: FP8
  * only, laid out as sb of oct_scaled_mm_f32 for d->weight_scale.  bias: [n] f32
  * or NULL (must match d->has_bias).  kernel: NULL selects with backend "auto". */
-oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *kernel,
-                             const void *weight, const void *weight_scale, const float *bias,
-                             oct_linear **out, oct_error *err);
-void oct_linear_free(oct_linear *l);
-const oct_linear_kernel *oct_linear_get_kernel(const oct_linear *l);
+OCT_API oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *kernel,
+                                     const void *weight, const void *weight_scale,
+                                     const float *bias, oct_linear **out, oct_error *err);
+OCT_API void oct_linear_free(oct_linear *l);
+OCT_API const oct_linear_kernel *oct_linear_get_kernel(const oct_linear *l);
 
 /* y[m,n] = x[m,k] W^T (+ bias), activations handled per d->act. */
-oct_status oct_linear_forward(const oct_linear *l, int64_t m, const float *x, float *y,
-                              oct_error *err);
+OCT_API oct_status oct_linear_forward(const oct_linear *l, int64_t m, const float *x, float *y,
+                                      oct_error *err);
 /* Same with bf16 activations in and bf16 out (RNE of the f32 result). */
-oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x, uint16_t *y,
-                                   oct_error *err);
+OCT_API oct_status oct_linear_forward_bf16(const oct_linear *l, int64_t m, const uint16_t *x,
+                                           uint16_t *y, oct_error *err);
 /* Pre-quantized activations (FP8 weights only): a [m,k] E4M3FN codes, sa laid
  * out as in oct_scaled_mm_f32 for `ka` (ignores d->act). */
-oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a, oct_scale_kind ka,
-                                const void *sa, float *y, oct_error *err);
+OCT_API oct_status oct_linear_forward_q(const oct_linear *l, int64_t m, const uint8_t *a,
+                                        oct_scale_kind ka, const void *sa, float *y,
+                                        oct_error *err);
 
 /* ==================================================================== io */
 /* safetensors files, checkpoint folders (config.json + quantization_config),
@@ -397,11 +412,11 @@ typedef enum {
 } oct_dtype;
 
 /* "F32", "BF16", "F8_E4M3", ...; "?" for an invalid value. */
-const char *oct_dtype_str(oct_dtype dt);
+OCT_API const char *oct_dtype_str(oct_dtype dt);
 /* Bytes per element (0 for an invalid value). */
-size_t oct_dtype_size(oct_dtype dt);
+OCT_API size_t oct_dtype_size(oct_dtype dt);
 /* Parses the safetensors spelling; OCT_ERR_NOT_FOUND for an unknown name. */
-oct_status oct_dtype_parse(const char *s, oct_dtype *out);
+OCT_API oct_status oct_dtype_parse(const char *s, oct_dtype *out);
 
 #define OCT_MAX_DIMS 8
 
@@ -422,8 +437,8 @@ typedef struct oct_tensor {
 
 /* Converts elements [first, first + n) of a float tensor (F64/F32/F16/BF16,
  * F8_E4M3/F8_E5M2 decoded, F8_E8M0 as 2^(e-127)) to f32. */
-oct_status oct_tensor_read_f32(const oct_tensor *t, int64_t first, int64_t n, float *dst,
-                               oct_error *err);
+OCT_API oct_status oct_tensor_read_f32(const oct_tensor *t, int64_t first, int64_t n, float *dst,
+                                       oct_error *err);
 
 /* ---- one safetensors file ---------------------------------------------- */
 /* Accepted bytes: u64 little-endian N, N bytes of UTF-8 JSON object header
@@ -435,21 +450,21 @@ oct_status oct_tensor_read_f32(const oct_tensor *t, int64_t first, int64_t n, fl
 typedef struct oct_safetensors oct_safetensors;
 
 /* mmaps `path` read-only.  *out owns the mapping. */
-oct_status oct_safetensors_open(const char *path, oct_safetensors **out, oct_error *err);
+OCT_API oct_status oct_safetensors_open(const char *path, oct_safetensors **out, oct_error *err);
 /* Parses bytes in memory (borrowed: must outlive *out); `label` names them in
  * errors.  Same validation as open. */
-oct_status oct_safetensors_parse(const void *bytes, size_t size, const char *label,
-                                 oct_safetensors **out, oct_error *err);
-void oct_safetensors_free(oct_safetensors *st);
+OCT_API oct_status oct_safetensors_parse(const void *bytes, size_t size, const char *label,
+                                         oct_safetensors **out, oct_error *err);
+OCT_API void oct_safetensors_free(oct_safetensors *st);
 /* Tensors sorted by data offset. */
-int64_t oct_safetensors_count(const oct_safetensors *st);
-const oct_tensor *oct_safetensors_at(const oct_safetensors *st, int64_t i);
+OCT_API int64_t oct_safetensors_count(const oct_safetensors *st);
+OCT_API const oct_tensor *oct_safetensors_at(const oct_safetensors *st, int64_t i);
 /* NULL when absent. */
-const oct_tensor *oct_safetensors_find(const oct_safetensors *st, const char *name);
+OCT_API const oct_tensor *oct_safetensors_find(const oct_safetensors *st, const char *name);
 /* __metadata__ value of `key`, NULL when absent. */
-const char *oct_safetensors_metadata(const oct_safetensors *st, const char *key);
+OCT_API const char *oct_safetensors_metadata(const oct_safetensors *st, const char *key);
 /* Total file size in bytes. */
-size_t oct_safetensors_file_size(const oct_safetensors *st);
+OCT_API size_t oct_safetensors_file_size(const oct_safetensors *st);
 
 /* ---- the tensors of a checkpoint folder -------------------------------- */
 /* model.safetensors.index.json (weight_map) if present, else
@@ -457,13 +472,13 @@ size_t oct_safetensors_file_size(const oct_safetensors *st);
  * files is an error).  A tensor the index lists but its file lacks is an
  * error. */
 typedef struct oct_tensor_set oct_tensor_set;
-oct_status oct_tensor_set_open(const char *dir, oct_tensor_set **out, oct_error *err);
-void oct_tensor_set_free(oct_tensor_set *ts);
-int64_t oct_tensor_set_count(const oct_tensor_set *ts); /* sorted by name */
-const oct_tensor *oct_tensor_set_at(const oct_tensor_set *ts, int64_t i);
-const oct_tensor *oct_tensor_set_find(const oct_tensor_set *ts, const char *name);
-int oct_tensor_set_n_files(const oct_tensor_set *ts);
-uint64_t oct_tensor_set_bytes_on_disk(const oct_tensor_set *ts);
+OCT_API oct_status oct_tensor_set_open(const char *dir, oct_tensor_set **out, oct_error *err);
+OCT_API void oct_tensor_set_free(oct_tensor_set *ts);
+OCT_API int64_t oct_tensor_set_count(const oct_tensor_set *ts); /* sorted by name */
+OCT_API const oct_tensor *oct_tensor_set_at(const oct_tensor_set *ts, int64_t i);
+OCT_API const oct_tensor *oct_tensor_set_find(const oct_tensor_set *ts, const char *name);
+OCT_API int oct_tensor_set_n_files(const oct_tensor_set *ts);
+OCT_API uint64_t oct_tensor_set_bytes_on_disk(const oct_tensor_set *ts);
 
 /* ---- streaming writer --------------------------------------------------- */
 /* Declare every tensor (name, dtype, shape) first, then oct_st_writer_begin,
@@ -477,20 +492,20 @@ uint64_t oct_tensor_set_bytes_on_disk(const oct_tensor_set *ts);
  * "<prefix>-00001-of-0000N.safetensors" and "<prefix>.safetensors.index.json";
  * else "<prefix>.safetensors". */
 typedef struct oct_st_writer oct_st_writer;
-oct_status oct_st_writer_create(const char *dir, const char *prefix, size_t max_shard_bytes,
-                                oct_st_writer **out, oct_error *err);
+OCT_API oct_status oct_st_writer_create(const char *dir, const char *prefix, size_t max_shard_bytes,
+                                        oct_st_writer **out, oct_error *err);
 /* A __metadata__ entry (copied); before begin. */
-oct_status oct_st_writer_set_metadata(oct_st_writer *w, const char *key, const char *value,
-                                      oct_error *err);
-oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype, int n_dims,
-                                 const int64_t *dims, oct_error *err);
-oct_status oct_st_writer_begin(oct_st_writer *w, oct_error *err);
+OCT_API oct_status oct_st_writer_set_metadata(oct_st_writer *w, const char *key, const char *value,
+                                              oct_error *err);
+OCT_API oct_status oct_st_writer_declare(oct_st_writer *w, const char *name, oct_dtype dtype,
+                                         int n_dims, const int64_t *dims, oct_error *err);
+OCT_API oct_status oct_st_writer_begin(oct_st_writer *w, oct_error *err);
 /* Appends bytes to tensor `name`, which must be the tensor currently being
  * filled (the first declared one not yet complete). */
-oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data, size_t size,
-                                oct_error *err);
-oct_status oct_st_writer_finish(oct_st_writer *w, oct_error *err);
-void oct_st_writer_free(oct_st_writer *w);
+OCT_API oct_status oct_st_writer_append(oct_st_writer *w, const char *name, const void *data,
+                                        size_t size, oct_error *err);
+OCT_API oct_status oct_st_writer_finish(oct_st_writer *w, oct_error *err);
+OCT_API void oct_st_writer_free(oct_st_writer *w);
 
 /* ---- config.json --------------------------------------------------------- */
 typedef struct oct_model_config {
@@ -535,21 +550,21 @@ typedef struct oct_model_config {
 /* Parses config.json text (`label` names it in errors).  A missing required
  * size or a value of the wrong type is OCT_ERR_FORMAT naming the key; values
  * under "text_config" are used when present (multimodal wrappers). */
-oct_status oct_model_config_parse(const char *json, size_t len, const char *label,
-                                  oct_model_config *out, oct_error *err);
-oct_status oct_model_config_load(const char *path, oct_model_config *out, oct_error *err);
+OCT_API oct_status oct_model_config_parse(const char *json, size_t len, const char *label,
+                                          oct_model_config *out, oct_error *err);
+OCT_API oct_status oct_model_config_load(const char *path, oct_model_config *out, oct_error *err);
 
 /* The max_model_len to run with, as vLLM decides it: `requested` <= 0 takes
  * c->max_model_len; a larger request than that is OCT_ERR_INVALID_ARG (vLLM's
  * text) unless it is <= config.json's model_max_length or the environment has
  * OCTET_ALLOW_LONG_MAX_MODEL_LEN=1 (then a warning is logged). */
-oct_status oct_model_config_max_len(const oct_model_config *c, int64_t requested, int64_t *out,
-                                    oct_error *err);
+OCT_API oct_status oct_model_config_max_len(const oct_model_config *c, int64_t requested,
+                                            int64_t *out, oct_error *err);
 
 /* The end-of-sequence ids generation stops on: config.json's eos_token_id
  * together with generation_config.json's (vLLM adds the latter to the stop
  * ids), without duplicates.  Returns how many were written (at most cap). */
-int oct_model_config_eos_ids(const oct_model_config *c, int32_t *out, int cap);
+OCT_API int oct_model_config_eos_ids(const oct_model_config *c, int32_t *out, int cap);
 
 /* ---- the canonical per-linear description ------------------------------- */
 typedef enum {
@@ -561,7 +576,7 @@ typedef enum {
     OCT_CKPT_FORMAT_COUNT
 } oct_ckpt_format;
 /* "bf16", "compressed-tensors", "quark", "fp8", "fbgemm_fp8". */
-const char *oct_ckpt_format_str(oct_ckpt_format f);
+OCT_API const char *oct_ckpt_format_str(oct_ckpt_format f);
 
 typedef enum {
     OCT_WSCALE_NONE = 0, /* unquantized weight */
@@ -571,7 +586,7 @@ typedef enum {
     OCT_WSCALE_MX,       /* E8M0 [N, K/32] */
     OCT_WSCALE_KIND_COUNT
 } oct_wscale_kind;
-const char *oct_wscale_kind_str(oct_wscale_kind k); /* "none", "tensor", ... */
+OCT_API const char *oct_wscale_kind_str(oct_wscale_kind k); /* "none", "tensor", ... */
 
 typedef enum {
     OCT_AKIND_NONE = 0,      /* weight-only (W8A16) or unquantized */
@@ -582,7 +597,7 @@ typedef enum {
     OCT_AKIND_KIND_COUNT
 } oct_act_kind;
 /* "none", "dynamic_token", "dynamic_tensor", "dynamic_group", "static". */
-const char *oct_act_kind_str(oct_act_kind k);
+OCT_API const char *oct_act_kind_str(oct_act_kind k);
 
 /* One unfused linear layer as the checkpoint stores it. */
 typedef struct oct_ckpt_linear {
@@ -625,39 +640,41 @@ typedef struct oct_checkpoint_opts {
  * dtype, or has no known meaning is an error naming the tensor; an
  * unsupported scheme names the quantization_config field and value. */
 typedef struct oct_checkpoint oct_checkpoint;
-oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
-                               oct_checkpoint **out, oct_error *err);
-void oct_checkpoint_free(oct_checkpoint *ck);
-const char *oct_checkpoint_dir(const oct_checkpoint *ck);
-oct_ckpt_format oct_checkpoint_format(const oct_checkpoint *ck);
+OCT_API oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
+                                       oct_checkpoint **out, oct_error *err);
+OCT_API void oct_checkpoint_free(oct_checkpoint *ck);
+OCT_API const char *oct_checkpoint_dir(const oct_checkpoint *ck);
+OCT_API oct_ckpt_format oct_checkpoint_format(const oct_checkpoint *ck);
 /* Short scheme summary: "bf16", "FP8 (static tensor)", "FP8_DYNAMIC", "FP8_BLOCK",
  * "FP8 weight-only", "MXFP8", "mixed", ... */
-const char *oct_checkpoint_scheme(const oct_checkpoint *ck);
-const oct_model_config *oct_checkpoint_config(const oct_checkpoint *ck);
-const oct_tensor_set *oct_checkpoint_tensors(const oct_checkpoint *ck);
+OCT_API const char *oct_checkpoint_scheme(const oct_checkpoint *ck);
+OCT_API const oct_model_config *oct_checkpoint_config(const oct_checkpoint *ck);
+OCT_API const oct_tensor_set *oct_checkpoint_tensors(const oct_checkpoint *ck);
 /* The quantization_config object as compact JSON text, or NULL. */
-const char *oct_checkpoint_quant_config_json(const oct_checkpoint *ck);
+OCT_API const char *oct_checkpoint_quant_config_json(const oct_checkpoint *ck);
 /* Linears in tensor-name order. */
-int64_t oct_checkpoint_n_linears(const oct_checkpoint *ck);
-const oct_ckpt_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i);
-const oct_ckpt_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck, const char *name);
+OCT_API int64_t oct_checkpoint_n_linears(const oct_checkpoint *ck);
+OCT_API const oct_ckpt_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i);
+OCT_API const oct_ckpt_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck,
+                                                          const char *name);
 /* KV scales per attention layer (empty when the checkpoint has none). */
-int64_t oct_checkpoint_n_kv(const oct_checkpoint *ck);
-const oct_ckpt_kv *oct_checkpoint_kv(const oct_checkpoint *ck, int64_t i);
+OCT_API int64_t oct_checkpoint_n_kv(const oct_checkpoint *ck);
+OCT_API const oct_ckpt_kv *oct_checkpoint_kv(const oct_checkpoint *ck, int64_t i);
 /* The checkpoint declares a quantized KV cache (kv_cache_scheme, kv_cache_group). */
-bool oct_checkpoint_kv_quantized(const oct_checkpoint *ck);
+OCT_API bool oct_checkpoint_kv_quantized(const oct_checkpoint *ck);
 
 /* Rows [row0, row0 + n_rows) of a linear's weight as f32 (dequantized:
  * decode(code) x scale in f32): dst [n_rows, K]. */
-oct_status oct_ckpt_linear_read_f32(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
-                                    float *dst, oct_error *err);
+OCT_API oct_status oct_ckpt_linear_read_f32(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
+                                            float *dst, oct_error *err);
 /* FP8 codes of rows [row0, row0 + n_rows): dst [n_rows, K] (converted to
  * E4M3FNUZ when l->fp8_format says so). */
-oct_status oct_ckpt_linear_read_codes(const oct_ckpt_linear *l, int64_t row0, int64_t n_rows,
-                                      uint8_t *dst, oct_error *err);
+OCT_API oct_status oct_ckpt_linear_read_codes(const oct_ckpt_linear *l, int64_t row0,
+                                              int64_t n_rows, uint8_t *dst, oct_error *err);
 /* The weight scales as f32: dst [scale_rows * scale_cols] (MX: 2^(e-127);
  * doubled for E4M3FNUZ). */
-oct_status oct_ckpt_linear_read_scales(const oct_ckpt_linear *l, float *dst, oct_error *err);
+OCT_API oct_status oct_ckpt_linear_read_scales(const oct_ckpt_linear *l, float *dst,
+                                               oct_error *err);
 
 /* ---- export (octet quantize) ------------------------------------------- */
 typedef enum {
@@ -686,15 +703,15 @@ typedef struct oct_export_opts {
  * safetensors (streamed: one chunk of rows in memory at a time), config.json
  * with its quantization_config (written last), and the tokenizer and
  * generation files copied from the source folder. */
-oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
-                                 const oct_export_opts *opts, oct_error *err);
+OCT_API oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
+                                         const oct_export_opts *opts, oct_error *err);
 
 /* Name matching of ignore / target lists (docs/MODEL.md §The plan, Ignore): "re:<pat>" is Python
  * re.match (PCRE2, anchored at the start, not a full match), anything else
  * exact equality.  Returns the index of the first entry that matches, -1 for
  * none; a pattern that does not compile is OCT_ERR_FORMAT naming it. */
-oct_status oct_name_match_list(const char *const *patterns, int n, const char *name,
-                               int *match_index, oct_error *err);
+OCT_API oct_status oct_name_match_list(const char *const *patterns, int n, const char *name,
+                                       int *match_index, oct_error *err);
 
 /* ============================================================= tokenizer */
 /* Hugging Face tokenizer.json (BPE models) with the exact behaviour of the
@@ -713,14 +730,14 @@ typedef struct oct_tokenizer oct_tokenizer;
  * Any component or option octet does not implement is an error naming it
  * (OCT_ERR_UNSUPPORTED); malformed files give OCT_ERR_FORMAT.  *out is owned
  * by the caller (oct_tokenizer_free). */
-oct_status oct_tokenizer_load(const char *dir, oct_tokenizer **out, oct_error *err);
+OCT_API oct_status oct_tokenizer_load(const char *dir, oct_tokenizer **out, oct_error *err);
 
 /* The same from memory: `config_json` (tokenizer_config.json) may be NULL. */
-oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_len,
-                                   const char *config_json, size_t config_len, oct_tokenizer **out,
-                                   oct_error *err);
+OCT_API oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_len,
+                                           const char *config_json, size_t config_len,
+                                           oct_tokenizer **out, oct_error *err);
 
-void oct_tokenizer_free(oct_tokenizer *tok);
+OCT_API void oct_tokenizer_free(oct_tokenizer *tok);
 
 /* A growable id array filled by the library; reuse it across calls, release
  * with oct_token_ids_free. */
@@ -730,23 +747,24 @@ typedef struct oct_token_ids {
     int64_t cap;
 } oct_token_ids;
 
-void oct_token_ids_free(oct_token_ids *v); /* frees ids and zeroes *v */
+OCT_API void oct_token_ids_free(oct_token_ids *v); /* frees ids and zeroes *v */
 
 /* Encodes UTF-8 text (len bytes) into out (replacing its contents).
  * add_special_tokens = true applies the post-processor (what
  * tokenizers.Tokenizer.encode(text) does by default).  Invalid UTF-8 is
  * OCT_ERR_INVALID_ARG with the byte offset. */
-oct_status oct_tokenizer_encode(const oct_tokenizer *tok, const char *text, size_t len,
-                                bool add_special_tokens, oct_token_ids *out, oct_error *err);
+OCT_API oct_status oct_tokenizer_encode(const oct_tokenizer *tok, const char *text, size_t len,
+                                        bool add_special_tokens, oct_token_ids *out,
+                                        oct_error *err);
 
 /* Decodes ids into a NUL-terminated UTF-8 string *text_out (length *len_out,
  * may be NULL), owned by the caller: release with oct_tokenizer_text_free.
  * Unknown ids are skipped, as in `tokenizers`. */
-oct_status oct_tokenizer_decode(const oct_tokenizer *tok, const int32_t *ids, int64_t n,
-                                bool skip_special_tokens, char **text_out, size_t *len_out,
-                                oct_error *err);
+OCT_API oct_status oct_tokenizer_decode(const oct_tokenizer *tok, const int32_t *ids, int64_t n,
+                                        bool skip_special_tokens, char **text_out, size_t *len_out,
+                                        oct_error *err);
 
-void oct_tokenizer_text_free(char *text);
+OCT_API void oct_tokenizer_text_free(char *text);
 
 /* Incremental decoder for streaming: feed ids one by one; each push yields
  * the newly completed text (never a partial UTF-8 character, never a
@@ -754,32 +772,32 @@ void oct_tokenizer_text_free(char *text);
  * all pushes plus the final flush equals oct_tokenizer_decode of all ids. */
 typedef struct oct_detokenizer oct_detokenizer;
 
-oct_status oct_detokenizer_new(const oct_tokenizer *tok, bool skip_special_tokens,
-                               oct_detokenizer **out, oct_error *err);
+OCT_API oct_status oct_detokenizer_new(const oct_tokenizer *tok, bool skip_special_tokens,
+                                       oct_detokenizer **out, oct_error *err);
 /* *text (len *len) is owned by the stream and valid until the next call. */
-oct_status oct_detokenizer_push(oct_detokenizer *d, int32_t id, const char **text, size_t *len,
-                                oct_error *err);
+OCT_API oct_status oct_detokenizer_push(oct_detokenizer *d, int32_t id, const char **text,
+                                        size_t *len, oct_error *err);
 /* Emits whatever is still held back (e.g. an incomplete character as U+FFFD). */
-oct_status oct_detokenizer_flush(oct_detokenizer *d, const char **text, size_t *len,
-                                 oct_error *err);
-void oct_detokenizer_free(oct_detokenizer *d);
+OCT_API oct_status oct_detokenizer_flush(oct_detokenizer *d, const char **text, size_t *len,
+                                         oct_error *err);
+OCT_API void oct_detokenizer_free(oct_detokenizer *d);
 
 /* Vocabulary size including added tokens (largest id + 1). */
-int64_t oct_tokenizer_vocab_size(const oct_tokenizer *tok);
+OCT_API int64_t oct_tokenizer_vocab_size(const oct_tokenizer *tok);
 /* Token string of an id (NUL-terminated, owned by tok), NULL when unknown. */
-const char *oct_tokenizer_id_to_token(const oct_tokenizer *tok, int32_t id);
+OCT_API const char *oct_tokenizer_id_to_token(const oct_tokenizer *tok, int32_t id);
 /* Id of a token string (added tokens first, then the model vocab); -1 if none. */
-int32_t oct_tokenizer_token_to_id(const oct_tokenizer *tok, const char *token);
+OCT_API int32_t oct_tokenizer_token_to_id(const oct_tokenizer *tok, const char *token);
 /* True for added tokens marked "special" (skipped by skip_special_tokens). */
-bool oct_tokenizer_is_special(const oct_tokenizer *tok, int32_t id);
+OCT_API bool oct_tokenizer_is_special(const oct_tokenizer *tok, int32_t id);
 /* From tokenizer_config.json: ids of bos_token / eos_token, -1 when absent. */
-int32_t oct_tokenizer_bos_id(const oct_tokenizer *tok);
-int32_t oct_tokenizer_eos_id(const oct_tokenizer *tok);
+OCT_API int32_t oct_tokenizer_bos_id(const oct_tokenizer *tok);
+OCT_API int32_t oct_tokenizer_eos_id(const oct_tokenizer *tok);
 /* Token strings from tokenizer_config.json (NULL when absent). */
-const char *oct_tokenizer_bos_token(const oct_tokenizer *tok);
-const char *oct_tokenizer_eos_token(const oct_tokenizer *tok);
+OCT_API const char *oct_tokenizer_bos_token(const oct_tokenizer *tok);
+OCT_API const char *oct_tokenizer_eos_token(const oct_tokenizer *tok);
 /* The chat template text (NULL when the model has none). */
-const char *oct_tokenizer_chat_template(const oct_tokenizer *tok);
+OCT_API const char *oct_tokenizer_chat_template(const oct_tokenizer *tok);
 
 /* ---------------------------------------------------------- chat templates */
 
@@ -796,9 +814,9 @@ typedef struct oct_chat_message {
  * OCT_ERR_FORMAT / OCT_ERR_UNSUPPORTED with the template line.  *out
  * (NUL-terminated, length *out_len, may be NULL) is released with
  * oct_tokenizer_text_free. */
-oct_status oct_chat_render(const oct_tokenizer *tok, const oct_chat_message *messages,
-                           int64_t n_messages, bool add_generation_prompt, char **out,
-                           size_t *out_len, oct_error *err);
+OCT_API oct_status oct_chat_render(const oct_tokenizer *tok, const oct_chat_message *messages,
+                                   int64_t n_messages, bool add_generation_prompt, char **out,
+                                   size_t *out_len, oct_error *err);
 
 /* General form: messages as a JSON array of objects (any fields: content may
  * be null or a list, tool_calls, ...), `extra_json` a JSON object of further
@@ -806,10 +824,10 @@ oct_status oct_chat_render(const oct_tokenizer *tok, const oct_chat_message *mes
  * NULL.  `template_src` NULL uses the tokenizer's template; `tok` may be NULL
  * when template_src is given (bos_token/eos_token then come from
  * extra_json). */
-oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_src,
-                                const char *messages_json, const char *extra_json,
-                                bool add_generation_prompt, char **out, size_t *out_len,
-                                oct_error *err);
+OCT_API oct_status oct_chat_render_json(const oct_tokenizer *tok, const char *template_src,
+                                        const char *messages_json, const char *extra_json,
+                                        bool add_generation_prompt, char **out, size_t *out_len,
+                                        oct_error *err);
 
 /* ================================================================= model */
 /* A decoder-only transformer loaded from a Hugging Face folder, with online
@@ -859,31 +877,31 @@ typedef struct oct_plan_layer {
 typedef struct oct_plan oct_plan;
 
 /* Computes what loading would do, without loading weights. */
-oct_status oct_plan_create(const char *dir, const oct_model_opts *opts, oct_plan **out,
-                           oct_error *err);
-void oct_plan_free(oct_plan *p);
-int64_t oct_plan_n_layers(const oct_plan *p);
-const oct_plan_layer *oct_plan_layer_at(const oct_plan *p, int64_t i);
+OCT_API oct_status oct_plan_create(const char *dir, const oct_model_opts *opts, oct_plan **out,
+                                   oct_error *err);
+OCT_API void oct_plan_free(oct_plan *p);
+OCT_API int64_t oct_plan_n_layers(const oct_plan *p);
+OCT_API const oct_plan_layer *oct_plan_layer_at(const oct_plan *p, int64_t i);
 /* Totals: weights as loaded (quantized linears + BF16 rest), the BF16 size of
  * everything, and the predicted peak resident memory of loading. */
-uint64_t oct_plan_model_bytes(const oct_plan *p);
-uint64_t oct_plan_bf16_bytes(const oct_plan *p);
-uint64_t oct_plan_peak_bytes(const oct_plan *p);
-int64_t oct_plan_n_quantized(const oct_plan *p);
+OCT_API uint64_t oct_plan_model_bytes(const oct_plan *p);
+OCT_API uint64_t oct_plan_bf16_bytes(const oct_plan *p);
+OCT_API uint64_t oct_plan_peak_bytes(const oct_plan *p);
+OCT_API int64_t oct_plan_n_quantized(const oct_plan *p);
 /* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ..."). */
-const char *oct_plan_summary(const oct_plan *p);
+OCT_API const char *oct_plan_summary(const oct_plan *p);
 /* The checkpoint the plan describes (format, scheme, config); owned by the plan. */
-const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p);
+OCT_API const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p);
 
-oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
-                          oct_error *err);
-void oct_model_free(oct_model *m);
-const oct_model_config *oct_model_get_config(const oct_model *m);
-const oct_plan *oct_model_get_plan(const oct_model *m);
-int64_t oct_model_vocab_size(const oct_model *m);
+OCT_API oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
+                                  oct_error *err);
+OCT_API void oct_model_free(oct_model *m);
+OCT_API const oct_model_config *oct_model_get_config(const oct_model *m);
+OCT_API const oct_plan *oct_model_get_plan(const oct_model *m);
+OCT_API int64_t oct_model_vocab_size(const oct_model *m);
 /* Measured peak resident memory (VmHWM) right after loading, in bytes. */
-uint64_t oct_model_load_peak_bytes(const oct_model *m);
-double oct_model_load_seconds(const oct_model *m);
+OCT_API uint64_t oct_model_load_peak_bytes(const oct_model *m);
+OCT_API double oct_model_load_seconds(const oct_model *m);
 
 /* ================================================================ engine */
 /* A session holds a paged KV cache for up to max_seqs sequences and runs
@@ -891,30 +909,31 @@ double oct_model_load_seconds(const oct_model *m);
 
 typedef struct oct_session oct_session;
 
-oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
-                              oct_session **out, oct_error *err);
+OCT_API oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
+                                      oct_session **out, oct_error *err);
 /* The same with a KV pool of n_blocks 16-token blocks shared by all sequences
  * (n_blocks <= 0: enough for max_seqs full-length sequences).  A smaller pool
  * lets a scheduler admit more sequences and preempt when it runs out. */
-oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
-                                   int64_t n_blocks, oct_session **out, oct_error *err);
-void oct_session_free(oct_session *s);
+OCT_API oct_status oct_session_create_pool(const oct_model *m, int max_seqs,
+                                           int64_t max_tokens_per_seq, int64_t n_blocks,
+                                           oct_session **out, oct_error *err);
+OCT_API void oct_session_free(oct_session *s);
 
 /* Runs n tokens: tokens[i] of sequence seq[i] at position pos[i] (positions of
  * a sequence must continue its cache: pos == its current length, in order).
  * logits: NULL, or [n_out, vocab] f32 for the rows with want_logits[i] set
  * (want_logits NULL: every row).  Tokens of several sequences may be mixed
  * (prefill and decode in one batch). */
-oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens, const int32_t *seq,
-                               const int64_t *pos, const bool *want_logits, float *logits,
-                               oct_error *err);
+OCT_API oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
+                                       const int32_t *seq, const int64_t *pos,
+                                       const bool *want_logits, float *logits, oct_error *err);
 
 /* Forgets a sequence (its KV blocks are freed). */
-void oct_session_reset_seq(oct_session *s, int32_t seq);
-int64_t oct_session_seq_len(const oct_session *s, int32_t seq);
+OCT_API void oct_session_reset_seq(oct_session *s, int32_t seq);
+OCT_API int64_t oct_session_seq_len(const oct_session *s, int32_t seq);
 /* KV-cache blocks in use / in total. */
-int64_t oct_session_kv_blocks_used(const oct_session *s);
-int64_t oct_session_kv_blocks_total(const oct_session *s);
+OCT_API int64_t oct_session_kv_blocks_used(const oct_session *s);
+OCT_API int64_t oct_session_kv_blocks_total(const oct_session *s);
 
 typedef struct oct_sampling {
     float temperature;                         /* 0: greedy */
@@ -926,14 +945,15 @@ typedef struct oct_sampling {
     uint64_t seed;
 } oct_sampling;
 
-void oct_sampling_default(oct_sampling *s);
+OCT_API void oct_sampling_default(oct_sampling *s);
 
 typedef struct oct_sampler oct_sampler;
-oct_status oct_sampler_create(const oct_sampling *params, int64_t vocab, oct_sampler **out);
-void oct_sampler_free(oct_sampler *s);
+OCT_API oct_status oct_sampler_create(const oct_sampling *params, int64_t vocab, oct_sampler **out);
+OCT_API void oct_sampler_free(oct_sampler *s);
 /* Picks a token from logits [vocab] (modified in place by penalties), given the
  * tokens seen so far (for penalties). */
-int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history, int64_t n_hist);
+OCT_API int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history,
+                                   int64_t n_hist);
 
 /* ================================================================ server */
 /* `octet serve`: an OpenAI-compatible HTTP server (GNU libmicrohttpd) with
@@ -962,18 +982,19 @@ typedef struct oct_server_opts {
     int max_n;                      /* choices per request (default 16) */
 } oct_server_opts;
 
-void oct_server_opts_default(oct_server_opts *o);
+OCT_API void oct_server_opts_default(oct_server_opts *o);
 
 /* Starts listening and serving.  `model_dir` names the default model name. */
-oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
-                             const oct_server_opts *opts, oct_server **out, oct_error *err);
+OCT_API oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok,
+                                     const char *model_dir, const oct_server_opts *opts,
+                                     oct_server **out, oct_error *err);
 /* The bound TCP port. */
-int oct_server_port(const oct_server *s);
+OCT_API int oct_server_port(const oct_server *s);
 /* Graceful stop: refuses new requests (503), lets in-flight ones run up to
  * grace_s seconds, cancels the rest and closes every connection.  Blocks. */
-void oct_server_shutdown(oct_server *s, double grace_s);
+OCT_API void oct_server_shutdown(oct_server *s, double grace_s);
 /* Shuts down (with no grace) if still running, then frees.  NULL: no-op. */
-void oct_server_free(oct_server *s);
+OCT_API void oct_server_free(oct_server *s);
 
 #ifdef __cplusplus
 }
