@@ -55,7 +55,8 @@ typedef enum {
     OCT_STATUS_COUNT
 } oct_status;
 
-/* Short constant text for a status ("invalid argument", ...); never NULL. */
+/* Short constant text for a status ("invalid argument", ...); never NULL.  A
+ * static string: valid for the life of the process. */
 OCT_API const char *oct_status_str(oct_status st);
 
 /* Filled by fallible functions.  `offset` is a byte offset into the input the
@@ -85,7 +86,8 @@ typedef void (*oct_log_fn)(oct_log_level level, const char *msg, void *user);
  * before formatting.  fn == NULL silences the library (the default). */
 OCT_API void oct_log_set(oct_log_fn fn, void *user, oct_log_level min_level);
 
-/* Short constant name of a level: "debug", "info", "warn", "error". */
+/* Short constant name of a level: "debug", "info", "warn", "error" (static
+ * strings, valid for the life of the process). */
 OCT_API const char *oct_log_level_str(oct_log_level level);
 
 /* Allocator hook: every allocation the library makes goes through these.
@@ -111,7 +113,8 @@ typedef struct oct_cpu_features {
 /* The code path family kernels dispatch on. */
 typedef enum { OCT_CPU_REF = 0, OCT_CPU_AVX2 = 1, OCT_CPU_AVX512 = 2 } oct_cpu_level;
 
-/* Features of this machine (cached after the first call). */
+/* Features of this machine (cached after the first call; static, valid for the
+ * life of the process, never freed). */
 OCT_API const oct_cpu_features *oct_cpu_features_get(void);
 
 /* The best level this machine supports: AVX512 needs F+BW+VL+DQ+BF16+VBMI,
@@ -127,7 +130,7 @@ OCT_API oct_cpu_level oct_cpu_level_get(void);
  * OCT_ERR_UNSUPPORTED if the machine lacks it.  OCT_CPU_REF always works. */
 OCT_API oct_status oct_cpu_force(oct_cpu_level level);
 
-/* "ref", "avx2", "avx512". */
+/* "ref", "avx2", "avx512" (static strings). */
 OCT_API const char *oct_cpu_level_str(oct_cpu_level level);
 
 /* Parses "ref" | "avx2" | "avx512"; OCT_ERR_INVALID_ARG otherwise. */
@@ -172,7 +175,7 @@ OCT_API float oct_fp8_decode(oct_fp8_format f, uint8_t code);
 /* Largest finite value of a format (448, 57344, 240, 57344, 2^127). */
 OCT_API float oct_fp8_max(oct_fp8_format f);
 
-/* "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0fnu". */
+/* "e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz", "e8m0fnu" (static strings). */
 OCT_API const char *oct_fp8_format_str(oct_fp8_format f);
 
 /* bf16 / f16 <-> f32 helpers (exact widening; narrowing is RNE, NaN kept). */
@@ -323,9 +326,11 @@ typedef struct oct_linear_desc {
 /* A kernel implementation (static, never freed). */
 typedef struct oct_linear_kernel oct_linear_kernel;
 
-/* "cuda_fp8", "cpu_avx512_bf16", "cpu_avx2_fma", "cpu_ref". */
+/* "cuda_fp8", "cpu_avx512_bf16", "cpu_avx2_fma", "cpu_ref"; "(none)" for NULL.  Kernels and
+ * their names are static: valid for the life of the process. */
 OCT_API const char *oct_linear_kernel_name(const oct_linear_kernel *k);
-/* Its backend family, the value --linear-backend matches: "cuda", "avx512", "avx2", "ref". */
+/* Its backend family, the value --linear-backend matches: "cuda", "avx512", "avx2", "ref"
+ * (static strings; "(none)" for NULL). */
 OCT_API const char *oct_linear_kernel_backend(const oct_linear_kernel *k);
 
 /* Picks the first kernel in priority order (cuda, avx512, avx2, ref) that this CPU
@@ -370,6 +375,7 @@ OCT_API oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_
                                      const void *weight, const void *weight_scale,
                                      const float *bias, oct_linear **out, oct_error *err);
 OCT_API void oct_linear_free(oct_linear *l);
+/* The kernel l runs: static, valid for the life of the process (NULL for l == NULL). */
 OCT_API const oct_linear_kernel *oct_linear_get_kernel(const oct_linear *l);
 
 /* y[m,n] = x[m,k] W^T (+ bias), activations handled per d->act. */
@@ -411,7 +417,7 @@ typedef enum {
     OCT_DTYPE_COUNT
 } oct_dtype;
 
-/* "F32", "BF16", "F8_E4M3", ...; "?" for an invalid value. */
+/* "F32", "BF16", "F8_E4M3", ...; "?" for an invalid value (static strings). */
 OCT_API const char *oct_dtype_str(oct_dtype dt);
 /* Bytes per element (0 for an invalid value). */
 OCT_API size_t oct_dtype_size(oct_dtype dt);
@@ -456,12 +462,14 @@ OCT_API oct_status oct_safetensors_open(const char *path, oct_safetensors **out,
 OCT_API oct_status oct_safetensors_parse(const void *bytes, size_t size, const char *label,
                                          oct_safetensors **out, oct_error *err);
 OCT_API void oct_safetensors_free(oct_safetensors *st);
-/* Tensors sorted by data offset. */
+/* Tensors sorted by data offset.  _at (NULL out of range) and _find return
+ * tensors owned by st, valid while st lives; their data points into st's
+ * mapping (or the borrowed bytes of _parse). */
 OCT_API int64_t oct_safetensors_count(const oct_safetensors *st);
 OCT_API const oct_tensor *oct_safetensors_at(const oct_safetensors *st, int64_t i);
-/* NULL when absent. */
+/* NULL when absent; owned by st, valid while st lives. */
 OCT_API const oct_tensor *oct_safetensors_find(const oct_safetensors *st, const char *name);
-/* __metadata__ value of `key`, NULL when absent. */
+/* __metadata__ value of `key`, NULL when absent; owned by st, valid while st lives. */
 OCT_API const char *oct_safetensors_metadata(const oct_safetensors *st, const char *key);
 /* Total file size in bytes. */
 OCT_API size_t oct_safetensors_file_size(const oct_safetensors *st);
@@ -474,7 +482,9 @@ OCT_API size_t oct_safetensors_file_size(const oct_safetensors *st);
 typedef struct oct_tensor_set oct_tensor_set;
 OCT_API oct_status oct_tensor_set_open(const char *dir, oct_tensor_set **out, oct_error *err);
 OCT_API void oct_tensor_set_free(oct_tensor_set *ts);
-OCT_API int64_t oct_tensor_set_count(const oct_tensor_set *ts); /* sorted by name */
+/* Tensors sorted by name.  _at (NULL out of range) and _find (NULL when
+ * absent) return tensors owned by ts, valid while ts lives. */
+OCT_API int64_t oct_tensor_set_count(const oct_tensor_set *ts);
 OCT_API const oct_tensor *oct_tensor_set_at(const oct_tensor_set *ts, int64_t i);
 OCT_API const oct_tensor *oct_tensor_set_find(const oct_tensor_set *ts, const char *name);
 OCT_API int oct_tensor_set_n_files(const oct_tensor_set *ts);
@@ -575,7 +585,7 @@ typedef enum {
     OCT_CKPT_FBGEMM_FP8,
     OCT_CKPT_FORMAT_COUNT
 } oct_ckpt_format;
-/* "bf16", "compressed-tensors", "quark", "fp8", "fbgemm_fp8". */
+/* "bf16", "compressed-tensors", "quark", "fp8", "fbgemm_fp8" (static strings). */
 OCT_API const char *oct_ckpt_format_str(oct_ckpt_format f);
 
 typedef enum {
@@ -586,7 +596,8 @@ typedef enum {
     OCT_WSCALE_MX,       /* E8M0 [N, K/32] */
     OCT_WSCALE_KIND_COUNT
 } oct_wscale_kind;
-OCT_API const char *oct_wscale_kind_str(oct_wscale_kind k); /* "none", "tensor", ... */
+/* "none", "tensor", "channel", "block", "mx" (static strings). */
+OCT_API const char *oct_wscale_kind_str(oct_wscale_kind k);
 
 typedef enum {
     OCT_AKIND_NONE = 0,      /* weight-only (W8A16) or unquantized */
@@ -596,7 +607,7 @@ typedef enum {
     OCT_AKIND_STATIC,        /* the checkpoint's input_scale */
     OCT_AKIND_KIND_COUNT
 } oct_act_kind;
-/* "none", "dynamic_token", "dynamic_tensor", "dynamic_group", "static". */
+/* "none", "dynamic_token", "dynamic_tensor", "dynamic_group", "static" (static strings). */
 OCT_API const char *oct_act_kind_str(oct_act_kind k);
 
 /* One unfused linear layer as the checkpoint stores it. */
@@ -643,21 +654,31 @@ typedef struct oct_checkpoint oct_checkpoint;
 OCT_API oct_status oct_checkpoint_open(const char *dir, const oct_checkpoint_opts *opts,
                                        oct_checkpoint **out, oct_error *err);
 OCT_API void oct_checkpoint_free(oct_checkpoint *ck);
+/* Every pointer the getters below return (strings, config, tensors, linears,
+ * KV entries and the tensors these point to) is owned by ck and valid while ck
+ * lives; oct_checkpoint_free invalidates them all. */
+
+/* The folder it was opened from (owned by ck, valid while ck lives). */
 OCT_API const char *oct_checkpoint_dir(const oct_checkpoint *ck);
 OCT_API oct_ckpt_format oct_checkpoint_format(const oct_checkpoint *ck);
 /* Short scheme summary: "bf16", "FP8 (static tensor)", "FP8_DYNAMIC", "FP8_BLOCK",
- * "FP8 weight-only", "MXFP8", "mixed", ... */
+ * "FP8 weight-only", "MXFP8", "mixed", ...; owned by ck, valid while ck lives. */
 OCT_API const char *oct_checkpoint_scheme(const oct_checkpoint *ck);
+/* Its config.json (owned by ck, valid while ck lives). */
 OCT_API const oct_model_config *oct_checkpoint_config(const oct_checkpoint *ck);
+/* Its tensors (owned by ck, valid while ck lives: do not free). */
 OCT_API const oct_tensor_set *oct_checkpoint_tensors(const oct_checkpoint *ck);
-/* The quantization_config object as compact JSON text, or NULL. */
+/* The quantization_config object as compact JSON text, or NULL; owned by ck,
+ * valid while ck lives. */
 OCT_API const char *oct_checkpoint_quant_config_json(const oct_checkpoint *ck);
-/* Linears in tensor-name order. */
+/* Linears in tensor-name order: _linear (NULL out of range) and _find_linear
+ * (NULL when absent) return entries owned by ck, valid while ck lives. */
 OCT_API int64_t oct_checkpoint_n_linears(const oct_checkpoint *ck);
 OCT_API const oct_ckpt_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i);
 OCT_API const oct_ckpt_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck,
                                                           const char *name);
-/* KV scales per attention layer (empty when the checkpoint has none). */
+/* KV scales per attention layer (empty when the checkpoint has none); _kv
+ * returns an entry owned by ck, valid while ck lives (NULL out of range). */
 OCT_API int64_t oct_checkpoint_n_kv(const oct_checkpoint *ck);
 OCT_API const oct_ckpt_kv *oct_checkpoint_kv(const oct_checkpoint *ck, int64_t i);
 /* The checkpoint declares a quantized KV cache (kv_cache_scheme, kv_cache_group). */
@@ -772,19 +793,23 @@ OCT_API void oct_tokenizer_text_free(char *text);
  * all pushes plus the final flush equals oct_tokenizer_decode of all ids. */
 typedef struct oct_detokenizer oct_detokenizer;
 
+/* *out is owned by the caller (oct_detokenizer_free); it keeps tok, which must
+ * outlive it. */
 OCT_API oct_status oct_detokenizer_new(const oct_tokenizer *tok, bool skip_special_tokens,
                                        oct_detokenizer **out, oct_error *err);
-/* *text (len *len) is owned by the stream and valid until the next call. */
+/* *text (len *len) is owned by d and valid until the next call on d (or its free). */
 OCT_API oct_status oct_detokenizer_push(oct_detokenizer *d, int32_t id, const char **text,
                                         size_t *len, oct_error *err);
-/* Emits whatever is still held back (e.g. an incomplete character as U+FFFD). */
+/* Emits whatever is still held back (e.g. an incomplete character as U+FFFD);
+ * *text as for push: owned by d, valid until the next call on d. */
 OCT_API oct_status oct_detokenizer_flush(oct_detokenizer *d, const char **text, size_t *len,
                                          oct_error *err);
 OCT_API void oct_detokenizer_free(oct_detokenizer *d);
 
 /* Vocabulary size including added tokens (largest id + 1). */
 OCT_API int64_t oct_tokenizer_vocab_size(const oct_tokenizer *tok);
-/* Token string of an id (NUL-terminated, owned by tok), NULL when unknown. */
+/* Token string of an id (NUL-terminated, owned by tok, valid while tok lives),
+ * NULL when unknown. */
 OCT_API const char *oct_tokenizer_id_to_token(const oct_tokenizer *tok, int32_t id);
 /* Id of a token string (added tokens first, then the model vocab); -1 if none. */
 OCT_API int32_t oct_tokenizer_token_to_id(const oct_tokenizer *tok, const char *token);
@@ -793,10 +818,12 @@ OCT_API bool oct_tokenizer_is_special(const oct_tokenizer *tok, int32_t id);
 /* From tokenizer_config.json: ids of bos_token / eos_token, -1 when absent. */
 OCT_API int32_t oct_tokenizer_bos_id(const oct_tokenizer *tok);
 OCT_API int32_t oct_tokenizer_eos_id(const oct_tokenizer *tok);
-/* Token strings from tokenizer_config.json (NULL when absent). */
+/* Token strings from tokenizer_config.json (NULL when absent); owned by tok,
+ * valid while tok lives. */
 OCT_API const char *oct_tokenizer_bos_token(const oct_tokenizer *tok);
 OCT_API const char *oct_tokenizer_eos_token(const oct_tokenizer *tok);
-/* The chat template text (NULL when the model has none). */
+/* The chat template text (NULL when the model has none); owned by tok, valid
+ * while tok lives. */
 OCT_API const char *oct_tokenizer_chat_template(const oct_tokenizer *tok);
 
 /* ---------------------------------------------------------- chat templates */
@@ -881,6 +908,8 @@ OCT_API oct_status oct_plan_create(const char *dir, const oct_model_opts *opts, 
                                    oct_error *err);
 OCT_API void oct_plan_free(oct_plan *p);
 OCT_API int64_t oct_plan_n_layers(const oct_plan *p);
+/* Entry i (NULL out of range) and the strings it points to: owned by p, valid
+ * while p lives. */
 OCT_API const oct_plan_layer *oct_plan_layer_at(const oct_plan *p, int64_t i);
 /* Totals: weights as loaded (quantized linears + BF16 rest), the BF16 size of
  * everything, and the predicted peak resident memory of loading. */
@@ -888,14 +917,18 @@ OCT_API uint64_t oct_plan_model_bytes(const oct_plan *p);
 OCT_API uint64_t oct_plan_bf16_bytes(const oct_plan *p);
 OCT_API uint64_t oct_plan_peak_bytes(const oct_plan *p);
 OCT_API int64_t oct_plan_n_quantized(const oct_plan *p);
-/* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ..."). */
+/* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ...");
+ * owned by p, valid while p lives. */
 OCT_API const char *oct_plan_summary(const oct_plan *p);
-/* The checkpoint the plan describes (format, scheme, config); owned by the plan. */
+/* The checkpoint the plan describes (format, scheme, config); owned by p, valid
+ * while p lives (do not free it). */
 OCT_API const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p);
 
 OCT_API oct_status oct_model_load(const char *dir, const oct_model_opts *opts, oct_model **out,
                                   oct_error *err);
 OCT_API void oct_model_free(oct_model *m);
+/* The model's config.json and the plan it was loaded with: owned by m, valid
+ * while m lives (do not free them). */
 OCT_API const oct_model_config *oct_model_get_config(const oct_model *m);
 OCT_API const oct_plan *oct_model_get_plan(const oct_model *m);
 OCT_API int64_t oct_model_vocab_size(const oct_model *m);
@@ -909,6 +942,8 @@ OCT_API double oct_model_load_seconds(const oct_model *m);
 
 typedef struct oct_session oct_session;
 
+/* *out is owned by the caller (oct_session_free); it keeps m, which must
+ * outlive it. */
 OCT_API oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
                                       oct_session **out, oct_error *err);
 /* The same with a KV pool of n_blocks 16-token blocks shared by all sequences
