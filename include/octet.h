@@ -2,10 +2,14 @@
  *
  * C11, usable from C++ (extern "C"), no CUDA or SIMD types.
  *
- * Conventions (see docs/):
+ * Conventions (docs/API.md):
+ *  - Public = declared here.  Each function is marked OCT_API; liboctet.so
+ *    exports those and nothing else (everything under src/ is internal).
  *  - Fallible functions return oct_status (OCT_OK == 0) and, where they take an
  *    `oct_error *err`, fill it with a message (and a byte offset where one
  *    applies).  `err` may always be NULL.
+ *  - Pointers a getter returns are never freed by the caller: each getter says
+ *    whether it is static or owned by an object (valid while that object lives).
  *  - Dimensions and counts are int64_t, byte sizes size_t, FP8 codes uint8_t,
  *    bf16 / fp16 values uint16_t bit patterns.
  *  - Every oct_*_free(NULL) is a no-op.  A constructor that fails leaves
@@ -986,7 +990,9 @@ typedef struct oct_sampler oct_sampler;
 OCT_API oct_status oct_sampler_create(const oct_sampling *params, int64_t vocab, oct_sampler **out);
 OCT_API void oct_sampler_free(oct_sampler *s);
 /* Picks a token from logits [vocab] (modified in place by penalties), given the
- * tokens seen so far (for penalties). */
+ * tokens seen so far (for penalties).  A sampler holds its random state: one
+ * thread at a time.  Returns the id, not a status: it has no failure of its
+ * own, its buffers come from oct_sampler_create (docs/API.md §Errors). */
 OCT_API int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history,
                                    int64_t n_hist);
 
