@@ -59,6 +59,21 @@ static void test_errors(void)
 {
     oct_model_config c;
     oct_error err;
+    /* counts far beyond any model are refused before anything is sized from them
+     * (a Mixtral config with 2^39 layers and 11184808 experts once wrapped a
+     * product in the load plan) */
+    CHECK(parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64, "
+                "\"num_hidden_layers\": 549755813888, \"num_attention_heads\": 4, "
+                "\"vocab_size\": 100, \"num_local_experts\": 8}",
+                &c, &err) == OCT_ERR_FORMAT);
+    CHECKF(strstr(err.message, "num_hidden_layers: 549755813888 is out of range") != NULL, "%s",
+           err.message);
+    CHECK(parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64, "
+                "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100, "
+                "\"num_local_experts\": 11184808, \"num_experts_per_tok\": 2}",
+                &c, &err) == OCT_ERR_FORMAT);
+    CHECKF(strstr(err.message, "n_routed_experts: 11184808 is out of range") != NULL, "%s",
+           err.message);
     CHECK(parse("{\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":100}", &c,
                 &err) == OCT_ERR_FORMAT);
     CHECK(strstr(err.message, "config.json.hidden_size: required key is missing") != NULL);

@@ -172,26 +172,35 @@ static oct_status parse_model(const json_t *m, const char *L, oct_model_config *
     return OCT_OK;
 }
 
+/* Bounds far beyond any published model, so that no product of sizes a file
+ * gives can overflow what the plan and the loader compute from them. */
 static oct_status check_sizes(const oct_model_config *c, const char *L, oct_error *err)
 {
-    static const int64_t lim = (int64_t)1 << 40;
     struct {
         const char *key;
-        int64_t v;
-        bool may_be_zero;
+        int64_t v, lo, hi;
     } f[] = {
-        {"hidden_size", c->hidden_size, false},
-        {"intermediate_size", c->intermediate_size, true},
-        {"num_hidden_layers", c->n_layers, false},
-        {"num_attention_heads", c->n_heads, false},
-        {"num_key_value_heads", c->n_kv_heads, false},
-        {"head_dim", c->head_dim, false},
-        {"vocab_size", c->vocab_size, false},
+        {"hidden_size", c->hidden_size, 1, (int64_t)1 << 18},
+        {"intermediate_size", c->intermediate_size, 0, (int64_t)1 << 20},
+        {"num_hidden_layers", c->n_layers, 1, 4096},
+        {"num_attention_heads", c->n_heads, 1, 4096},
+        {"num_key_value_heads", c->n_kv_heads, 1, 4096},
+        {"head_dim", c->head_dim, 1, (int64_t)1 << 16},
+        {"vocab_size", c->vocab_size, 1, (int64_t)1 << 24},
+        {"num_local_experts / num_experts / n_routed_experts", c->n_experts, 0, (int64_t)1 << 16},
+        {"num_experts_per_tok", c->n_experts_per_tok, 0, (int64_t)1 << 16},
+        {"moe_intermediate_size", c->moe_intermediate_size, 0, (int64_t)1 << 20},
+        {"max_position_embeddings", c->max_position_embeddings, 0, (int64_t)1 << 32},
     };
     for (size_t i = 0; i < OCT_ARRAY_LEN(f); i++)
-        if (f[i].v < (f[i].may_be_zero ? 0 : 1) || f[i].v > lim)
-            return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.%s: %lld is out of range", L,
-                                 f[i].key, (long long)f[i].v);
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                                 "%s.%s: %lld is out of range (%lld..%lld)", L, f[i].key,
+                                 (long long)f[i].v, (long long)f[i].lo, (long long)f[i].hi);
+    if (c->n_experts_per_tok > c->n_experts && c->n_experts > 0)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.num_experts_per_tok %lld exceeds the %lld experts", L,
+                             (long long)c->n_experts_per_tok, (long long)c->n_experts);
     if (c->n_heads % c->n_kv_heads != 0)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s.num_attention_heads %lld is not a multiple of "

@@ -587,7 +587,13 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
     int64_t L = a->n_layers;
     /* per layer: q, k, v, o, gate, up, down (+ router and 3 per expert) */
     int64_t per_layer = 7 + (a->moe != OCT_MOE_NONE ? 1 + 3 * a->n_experts : 0);
-    int64_t max_layers = L * per_layer, max_groups = L * per_layer;
+    size_t entries;
+    if (!oct_size_mul((size_t)L, (size_t)per_layer, &entries) || entries > ((size_t)1 << 28))
+        return oct_error_set(err, OCT_ERR_LIMIT, -1,
+                             "%s: %lld layers of %lld linear layers each is more than octet "
+                             "plans for",
+                             dir, (long long)L, (long long)per_layer);
+    int64_t max_layers = (int64_t)entries, max_groups = (int64_t)entries;
     p->layers = oct_calloc((size_t)max_layers, sizeof *p->layers);
     p->groups = oct_calloc((size_t)max_groups, sizeof *p->groups);
     p->layer_names = oct_calloc((size_t)(max_layers * 3 + 8), sizeof(char *));
