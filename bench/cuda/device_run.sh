@@ -11,9 +11,9 @@
 #   bench/cuda/device_run.sh ncu_stream  Nsight Compute on the small-M path (M=1, K=4096,
 #                                   N=28672 by default): octet dyn / pre-quantized / cuBLASLt
 #   bench/cuda/device_run.sh check  check_cuda --check-only and memcheck only
-#   bench/cuda/device_run.sh model  whole models through --linear-backend cuda against the host
-#                                   CPU: the demo (eval, three schemes) and the static-scale
-#                                   compressed-tensors fixture (needs build/devlibs there)
+#   bench/cuda/device_run.sh model  the whole model on the device against the CPU backend
+#                                   (tests/test_model_device from build/devpack.tar.xz, made
+#                                   here by tools/pack_device.sh tests/test_model_device)
 #   bench/cuda/device_run.sh large  check_cuda --check-only, the bench table at M >= 32
 #                                   (no graph table; MS=32,64 picks the M), then the ncu
 #                                   per-line profile (NCU=0: not); MEMCHECK=1 adds memcheck
@@ -75,39 +75,15 @@ if [ "$MODE" = check ]; then
     exit 0
 fi
 if [ "$MODE" = model ]; then
-    stamp "build the CLI"
-    bench/cuda/build_cli.sh >"$OUT/build_cli.log" 2>&1 || { tail -20 "$OUT/build_cli.log"; exit 1; }
-    o=$B/octet
-    for q in fp8 fp8_per_block fp8_per_tensor; do
-        for be in cuda cpu; do
-            stamp "eval demo $q $be"
-            timeout 120 "$o" eval --model models/demo --quantization "$q" --linear-backend "$be" \
-                --text models/demo/eval.txt --json >"$OUT/eval_${q}_$be.json" 2>"$OUT/eval_${q}_$be.err"
-            echo "$q $be rc=$? $(cat "$OUT/eval_${q}_$be.json" | tr -d '\n' | cut -c1-300)"
-        done
-    done
-    # decode (M = 1 per step: the small-M paths, each tuned on its first call),
-    # greedy, device against host: the output ids, and how many lead alike
-    for q in fp8 fp8_per_block; do
-        for be in cuda cpu; do
-            timeout 120 "$o" generate --model models/demo --quantization "$q" --linear-backend "$be" \
-                --prompt "The old house" --max-tokens 32 --temperature 0 --ignore-eos --json \
-                >"$OUT/gen_${q}_$be.json" 2>"$OUT/gen_${q}_$be.err"
-            echo "generate $q $be rc=$?"
-        done
-        python3 -c "import json,sys; a,b=(json.load(open(f))['output_ids'] for f in sys.argv[1:]); n=next((i for i,(x,y) in enumerate(zip(a,b)) if x!=y),min(len(a),len(b))); print('generate $q: cuda', a); print('generate $q: cpu ', b); print('generate $q: first', n, 'of', len(a), 'ids alike')" "$OUT/gen_${q}_cuda.json" "$OUT/gen_${q}_cpu.json"
-    done
-    # the static-scale checkpoint (input_scale per layer): the registry's static path
-    m=/tmp/octet_ct_static
-    mkdir -p $m
-    cp tests/fixtures/ckpt_ct_fp8_static/config.json $m/
-    gunzip -c tests/fixtures/ckpt_ct_fp8_static__model.safetensors.gz >$m/model.safetensors
-    python3 -c "import random; random.seed(1); print(' '.join(str(random.randrange(3, 256)) for _ in range(700)))" >$m/ids.txt
-    for be in cuda cpu; do
-        timeout 60 "$o" eval --model $m --token-ids $m/ids.txt --no-compare --linear-backend "$be" \
-            --json >"$OUT/eval_static_$be.json" 2>"$OUT/eval_static_$be.err"
-        echo "static $be rc=$? $(tr -d '\n' <"$OUT/eval_static_$be.json" | cut -c1-300)"
-    done
+    # the whole model on the device against the CPU backend: the real CLI and
+    # tests/test_model_device, packed here by tools/pack_device.sh
+    # (tests/test_model_device) and carried as build/devpack.tar.xz
+    stamp "unpack build/devpack.tar.xz"
+    mkdir -p /tmp/devpack_x && tar xJf build/devpack.tar.xz -C /tmp/devpack_x || exit 1
+    D=/tmp/devpack_x/devpack
+    BUILD=$D OCTET_DEVICE= timeout 300 "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
+    echo "test_model_device rc=$?"
+    grep -E "logits|greedy|eval ppl|FAIL|passed" "$OUT/model_device.log"
     stamp done
     exit 0
 fi
