@@ -989,12 +989,13 @@ OCT_API void oct_sampling_default(oct_sampling *s);
 typedef struct oct_sampler oct_sampler;
 OCT_API oct_status oct_sampler_create(const oct_sampling *params, int64_t vocab, oct_sampler **out);
 OCT_API void oct_sampler_free(oct_sampler *s);
-/* Picks a token from logits [vocab] (modified in place by penalties), given the
- * tokens seen so far (for penalties).  A sampler holds its random state: one
- * thread at a time.  Returns the id, not a status: it has no failure of its
- * own, its buffers come from oct_sampler_create (docs/API.md §Errors). */
-OCT_API int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history,
-                                   int64_t n_hist);
+/* Picks a token (*out) from logits [vocab] (modified in place by penalties),
+ * given the tokens seen so far (for penalties).  A sampler holds its random
+ * state: one thread at a time.  OCT_ERR_INVALID_ARG (and *out = -1) when a
+ * logit is NaN or +Inf: the model produced non-finite values (-Inf masks a
+ * token and is allowed). */
+OCT_API oct_status oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history,
+                                      int64_t n_hist, int32_t *out);
 
 /* ================================================================ server */
 /* `octet serve`: an OpenAI-compatible HTTP server (GNU libmicrohttpd) with

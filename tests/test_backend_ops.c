@@ -365,7 +365,7 @@ static void check_act(const char *op, int kind, const float *ref, int64_t m, int
     if (!rq || !rs) {
         free(rq);
         free(rs);
-        CHECK(!"out of memory");
+        CHECKF(false, "out of memory");
         return;
     }
     int64_t ns = 0;
@@ -413,7 +413,7 @@ static void run_kinds(const char *op, producer_fn fn, void *ctx, const float *re
     uint8_t *dq = dev_up(NULL, n), *q = malloc(n);
     float *ds = dev_up(NULL, (size_t)(m * ng) * 4), *s = malloc((size_t)(m * ng) * 4);
     if (!dy || !y || !dq || !q || !ds || !s) {
-        CHECK(!"allocation");
+        CHECKF(false, "allocation failed");
         goto out;
     }
     float amax = 0.0f;
@@ -433,7 +433,7 @@ static void run_kinds(const char *op, producer_fn fn, void *ctx, const float *re
             continue;
         if (!dev_down(y, dy, n * 2) || !dev_down(q, dq, n) ||
             !dev_down(s, ds, (size_t)(m * ng) * 4)) {
-            CHECK(!"download");
+            CHECKF(false, "download failed");
             break;
         }
         check_act(op, a.kind, ref, m, k, y, q, s, a.ub, a.static_scale);

@@ -14,7 +14,9 @@ static int32_t sample(const oct_sampling *p, const float *logits, const int32_t 
         return -1;
     float l[V];
     memcpy(l, logits, sizeof l);
-    int32_t t = oct_sampler_sample(s, l, hist, nh);
+    int32_t t = -1;
+    if (oct_sampler_sample(s, l, hist, nh, &t) != OCT_OK)
+        t = -2;
     oct_sampler_free(s);
     return t;
 }
@@ -104,11 +106,30 @@ static void test_bad_params(void)
     CHECK(oct_sampler_create(&p, 0, &s) == OCT_ERR_INVALID_ARG);
 }
 
+/* Non-finite logits (a broken model) are an error, not token 0; -inf masks. */
+static void test_non_finite_logits(void)
+{
+    oct_sampling p;
+    oct_sampling_default(&p);
+    p.temperature = 0.0f;
+    float l[V];
+    memcpy(l, k_logits, sizeof l);
+    l[3] = NAN;
+    CHECK(sample(&p, l, NULL, 0) == -2);
+    memcpy(l, k_logits, sizeof l);
+    l[5] = INFINITY;
+    CHECK(sample(&p, l, NULL, 0) == -2);
+    memcpy(l, k_logits, sizeof l);
+    l[1] = -INFINITY; /* the best one masked: the next best wins */
+    CHECK(sample(&p, l, NULL, 0) == 7);
+}
+
 int main(void)
 {
     RUN(test_greedy);
     RUN(test_seeded_and_filters);
     RUN(test_penalties);
     RUN(test_bad_params);
+    RUN(test_non_finite_logits);
     return testlib_finish();
 }

@@ -331,7 +331,14 @@ int cli_generate(int argc, char **argv)
     double prefill_s = now_s() - t1, ttft_ms = 0, t_dec0 = 0;
     int64_t n_hist = ids.n;
     while (st == OCT_OK && n_out < max_tokens) {
-        int32_t next = oct_sampler_sample(smp, logits, hist, n_hist);
+        int32_t next;
+        if (oct_sampler_sample(smp, logits, hist, n_hist, &next) != OCT_OK) {
+            st = OCT_ERR_INVALID_ARG;
+            snprintf(err.message, sizeof err.message,
+                     "the model produced non-finite logits (NaN or +Inf) at output token %lld",
+                     (long long)n_out);
+            break;
+        }
         if (n_out == 0) {
             ttft_ms = (now_s() - t1) * 1e3;
             t_dec0 = now_s();

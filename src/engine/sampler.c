@@ -78,7 +78,8 @@ static int cmp_desc(const void *a, const void *b, void *ctx)
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history, int64_t n_hist)
+/* The draw itself (logits checked finite or -inf by the caller). */
+static int32_t pick(oct_sampler *s, float *logits, const int32_t *history, int64_t n_hist)
 {
     const int64_t V = s->vocab;
     const oct_sampling *p = &s->p;
@@ -151,4 +152,17 @@ int32_t oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history
             return s->idx[i];
     }
     return n > 0 ? s->idx[n - 1] : best;
+}
+
+oct_status oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history, int64_t n_hist,
+                              int32_t *out)
+{
+    if (!s || !logits || !out)
+        return OCT_ERR_INVALID_ARG;
+    *out = -1;
+    for (int64_t v = 0; v < s->vocab; v++)
+        if (isnan(logits[v]) || logits[v] == INFINITY) /* -inf masks a token: allowed */
+            return OCT_ERR_INVALID_ARG;
+    *out = pick(s, logits, history, n_hist);
+    return OCT_OK;
 }

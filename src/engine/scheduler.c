@@ -287,7 +287,11 @@ static bool emit(oct_sched *s, seq *q, float *row)
     bool lp = q->p.logprobs >= 0;
     if (lp)
         memcpy(s->scratch, row, (size_t)s->vocab * sizeof(float));
-    int32_t id = oct_sampler_sample(q->smp, row, q->tokens, q->n_tokens);
+    int32_t id;
+    if (oct_sampler_sample(q->smp, row, q->tokens, q->n_tokens, &id) != OCT_OK) {
+        finish(s, q, OCT_FINISH_ERROR, "the model produced non-finite logits (NaN or +Inf)");
+        return false;
+    }
     if (lp)
         fill_logprobs(s->scratch, s->vocab, q->p.logprobs, id, &t);
     t.id = id;
