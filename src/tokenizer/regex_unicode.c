@@ -1,5 +1,5 @@
-/* regex_unicode.c — gives tokenizer regexes the Unicode of Hugging Face's
- * tokenizers.  The library matches pre-tokenizer regexes with Oniguruma
+/* regex_unicode.c — compiles tokenizer regexes (tok_regex_compile) with the
+ * Unicode of Hugging Face's tokenizers.  The library matches pre-tokenizer regexes with Oniguruma
  * (Unicode 16.0); octet matches them with PCRE2, whose tables are older
  * (Unicode 14 in Debian 12).  Before compiling, every \p{X}, \P{X}, \p{^X}
  * and \pX whose X is a General_Category, and every \w \d \s \W \D \S, is
@@ -157,4 +157,55 @@ oct_status tok_regex_unicode(const char *pat, size_t len, tok_buf *out, oct_erro
     if (!ok || !tok_buf_append(out, "", 0))
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     return OCT_OK;
+}
+
+oct_status tok_regex_compile(const char *pattern, size_t len, bool literal, pcre2_code **out,
+                             const char *what, oct_error *err)
+{
+    int ec = 0;
+    PCRE2_SIZE eoff = 0;
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP;
+    tok_buf esc = {0};
+    if (literal) {
+        /* PCRE2_LITERAL cannot be combined with UCP: escape instead (every
+         * ASCII punctuation character gets a backslash). */
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)pattern[i];
+            bool meta = c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                                      (c >= 'A' && c <= 'Z'));
+            if (c == 0) {
+                if (!tok_buf_append(&esc, "\\x{0}", 5))
+                    goto nomem;
+                continue;
+            }
+            if ((meta && !tok_buf_putc(&esc, '\\')) || !tok_buf_putc(&esc, (char)c))
+                goto nomem;
+        }
+        if (!tok_buf_append(&esc, "", 0))
+            goto nomem;
+    } else {
+        oct_status st = tok_regex_unicode(pattern, len, &esc, err);
+        if (st != OCT_OK) {
+            tok_buf_free(&esc);
+            return st;
+        }
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)esc.data, esc.len, opts, &ec, &eoff, NULL);
+    if (re)
+        tok_buf_free(&esc);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(ec, msg, sizeof msg);
+        oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: cannot compile regex '%.200s': %s", what,
+                      pattern, (const char *)msg);
+        tok_buf_free(&esc);
+        return OCT_ERR_UNSUPPORTED;
+    }
+    /* The JIT is an optimization only; the interpreter is used when it fails. */
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
+    *out = re;
+    return OCT_OK;
+nomem:
+    tok_buf_free(&esc);
+    return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
 }

@@ -1,5 +1,5 @@
 /* registry_kernel.c — the CUDA kernels as an entry of the linear-kernel
- * registry (kernels/cpu/registry.c), backend "cuda", first in priority order.
+ * registry (kernels/registry.c), backend "cuda", first in priority order.
  *
  * A layer it takes keeps its FP8 weights and scales in device memory (uploaded
  * once by prepare; the host copy is only borrowed).  A forward call converts
