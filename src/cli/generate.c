@@ -128,102 +128,185 @@ static void text_emit(text_acc *t, size_t hold)
     }
 }
 
-int cli_generate(int argc, char **argv)
+/* Seconds and milliseconds a run took. */
+typedef struct gen_timing {
+    double load_s, ttft_ms, prefill_s, decode_s;
+} gen_timing;
+
+/* The --json object: prompt_ids, output_ids, text, finish_reason, timings, scheme. */
+static void print_json(const oct_model *m, const oct_token_ids *ids, const int32_t *out_ids,
+                       int64_t n_out, const char *text, size_t tlen, bool stop, const gen_timing *t)
 {
+    json_t *o = json_object(), *pi = json_array(), *oi = json_array(), *tm = json_object();
+    for (int64_t i = 0; i < ids->n; i++)
+        json_array_append_new(pi, json_integer(ids->ids[i]));
+    for (int64_t i = 0; i < n_out; i++)
+        json_array_append_new(oi, json_integer(out_ids[i]));
+    json_object_set_new(o, "prompt_ids", pi);
+    json_object_set_new(o, "output_ids", oi);
+    json_object_set_new(o, "text", json_stringn(text, tlen));
+    json_object_set_new(o, "finish_reason", json_string(stop ? "stop" : "length"));
+    json_object_set_new(tm, "load_s", json_real(t->load_s));
+    json_object_set_new(tm, "ttft_ms", json_real(t->ttft_ms));
+    json_object_set_new(tm, "prefill_tok_s",
+                        json_real(t->prefill_s > 0 ? (double)ids->n / t->prefill_s : 0));
+    json_object_set_new(tm, "decode_tok_s",
+                        json_real(t->decode_s > 0 ? (double)(n_out - 1) / t->decode_s : 0));
+    json_object_set_new(o, "timings", tm);
+    json_object_set_new(o, "scheme", json_string(oct_plan_summary(oct_model_get_plan(m))));
+    char *s = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+/* The command line of generate. */
+typedef struct gen_args {
     model_args ma;
-    model_args_init(&ma);
-    const char *prompt = NULL, *prompt_ids = NULL;
-    int64_t max_tokens = 64, max_model_len = 0;
-    bool warmup = false;
-    bool json = false, chat = false, ignore_eos = false;
+    const char *prompt, *prompt_ids;
+    int64_t max_tokens, max_model_len;
+    bool warmup, json, chat, ignore_eos;
     const char *stops[16];
-    int n_stops = 0;
-    const char *stop_ids_arg = NULL;
-    oct_token_ids stop_ids = {0};
-    text_acc acc = {0};
-    bool stopped = false;
-    size_t max_stop = 0;
+    int n_stops;
+    oct_token_ids stop_ids;
     oct_sampling sp;
-    oct_sampling_default(&sp);
-    sp.temperature = 0.8f;
+} gen_args;
+
+/* Sampling flags into g->sp; false when f is not one of them. */
+static bool parse_sampling(gen_args *g, const char *f, const char *v)
+{
+    oct_sampling *sp = &g->sp;
+    if (strcmp(f, "--temperature") == 0)
+        sp->temperature = strtof(v, NULL);
+    else if (strcmp(f, "--top-p") == 0)
+        sp->top_p = strtof(v, NULL);
+    else if (strcmp(f, "--top-k") == 0)
+        sp->top_k = atoi(v);
+    else if (strcmp(f, "--min-p") == 0)
+        sp->min_p = strtof(v, NULL);
+    else if (strcmp(f, "--seed") == 0)
+        sp->seed = strtoull(v, NULL, 10);
+    else if (strcmp(f, "--repetition-penalty") == 0)
+        sp->repetition_penalty = strtof(v, NULL);
+    else if (strcmp(f, "--presence-penalty") == 0)
+        sp->presence_penalty = strtof(v, NULL);
+    else if (strcmp(f, "--frequency-penalty") == 0)
+        sp->frequency_penalty = strtof(v, NULL);
+    else
+        return false;
+    return true;
+}
+
+/* One flag at argv[*i] (not a model flag): 1 taken, 0 --help, 2 a usage error. */
+static int parse_flag(gen_args *g, int argc, char **argv, int *i)
+{
+    const char *f = argv[*i];
+    bool has = *i + 1 < argc;
+    if (strcmp(f, "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    bool *flag = strcmp(f, "--json") == 0         ? &g->json
+                 : strcmp(f, "--chat") == 0       ? &g->chat
+                 : strcmp(f, "--ignore-eos") == 0 ? &g->ignore_eos
+                 : strcmp(f, "--warmup") == 0     ? &g->warmup
+                                                  : NULL;
+    if (flag) {
+        *flag = true;
+        return 1;
+    }
+    if (!has)
+        goto bad;
+    const char *v = argv[++*i];
+    if (strcmp(f, "--stop") == 0) {
+        if (g->n_stops == 16 || !*v) {
+            fprintf(stderr, "octet generate: --stop: at most 16 non-empty strings\n");
+            return 2;
+        }
+        g->stops[g->n_stops++] = v;
+    } else if (strcmp(f, "--stop-token-ids") == 0) {
+        if (!parse_ids(v, &g->stop_ids)) {
+            fprintf(stderr, "octet generate: --stop-token-ids: expected comma-separated token "
+                            "ids\n");
+            return 2;
+        }
+    } else if (strcmp(f, "--prompt") == 0) {
+        g->prompt = v;
+    } else if (strcmp(f, "--prompt-ids") == 0) {
+        g->prompt_ids = v;
+    } else if (strcmp(f, "--max-tokens") == 0) {
+        g->max_tokens = atoll(v);
+    } else if (strcmp(f, "--max-model-len") == 0) {
+        g->max_model_len = atoll(v);
+        if (g->max_model_len <= 0) {
+            fprintf(stderr, "octet generate: --max-model-len must be a positive integer\n");
+            return 2;
+        }
+    } else if (!parse_sampling(g, f, v)) {
+        --*i;
+        goto bad;
+    }
+    return 1;
+bad:
+    fprintf(stderr, "octet generate: unknown or incomplete option '%s'\n", f);
+    usage(stderr);
+    return 2;
+}
+
+/* -1: parsed; else the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, gen_args *g)
+{
+    memset(g, 0, sizeof *g);
+    model_args_init(&g->ma);
+    g->max_tokens = 64;
+    oct_sampling_default(&g->sp);
+    g->sp.temperature = 0.8f;
     for (int i = 1; i < argc; i++) {
-        int r = model_args_parse(&ma, argc, argv, &i, "generate");
+        int r = model_args_parse(&g->ma, argc, argv, &i, "generate");
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
-        const char *f = argv[i];
-        bool has = i + 1 < argc;
-        if (strcmp(f, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(f, "--json") == 0) {
-            json = true;
-        } else if (strcmp(f, "--chat") == 0) {
-            chat = true;
-        } else if (strcmp(f, "--ignore-eos") == 0) {
-            ignore_eos = true;
-        } else if (strcmp(f, "--warmup") == 0) {
-            warmup = true;
-        } else if (has && strcmp(f, "--stop") == 0) {
-            if (n_stops == 16 || !*argv[i + 1]) {
-                fprintf(stderr, "octet generate: --stop: at most 16 non-empty strings\n");
-                return 2;
-            }
-            stops[n_stops++] = argv[++i];
-        } else if (has && strcmp(f, "--stop-token-ids") == 0) {
-            stop_ids_arg = argv[++i];
-        } else if (has && strcmp(f, "--prompt") == 0) {
-            prompt = argv[++i];
-        } else if (has && strcmp(f, "--prompt-ids") == 0) {
-            prompt_ids = argv[++i];
-        } else if (has && strcmp(f, "--max-tokens") == 0) {
-            max_tokens = atoll(argv[++i]);
-        } else if (has && strcmp(f, "--max-model-len") == 0) {
-            max_model_len = atoll(argv[++i]);
-            if (max_model_len <= 0) {
-                fprintf(stderr, "octet generate: --max-model-len must be a positive integer\n");
-                return 2;
-            }
-        } else if (has && strcmp(f, "--temperature") == 0) {
-            sp.temperature = strtof(argv[++i], NULL);
-        } else if (has && strcmp(f, "--top-p") == 0) {
-            sp.top_p = strtof(argv[++i], NULL);
-        } else if (has && strcmp(f, "--top-k") == 0) {
-            sp.top_k = atoi(argv[++i]);
-        } else if (has && strcmp(f, "--min-p") == 0) {
-            sp.min_p = strtof(argv[++i], NULL);
-        } else if (has && strcmp(f, "--seed") == 0) {
-            sp.seed = strtoull(argv[++i], NULL, 10);
-        } else if (has && strcmp(f, "--repetition-penalty") == 0) {
-            sp.repetition_penalty = strtof(argv[++i], NULL);
-        } else if (has && strcmp(f, "--presence-penalty") == 0) {
-            sp.presence_penalty = strtof(argv[++i], NULL);
-        } else if (has && strcmp(f, "--frequency-penalty") == 0) {
-            sp.frequency_penalty = strtof(argv[++i], NULL);
-        } else {
-            fprintf(stderr, "octet generate: unknown or incomplete option '%s'\n", f);
-            usage(stderr);
-            return 2;
-        }
+        if ((r = parse_flag(g, argc, argv, &i)) != 1)
+            return r;
     }
-    if (!!prompt == !!prompt_ids) {
+    if (!!g->prompt == !!g->prompt_ids) {
         fprintf(stderr, "octet generate: give exactly one of --prompt or --prompt-ids\n");
         return 2;
     }
-    if (stop_ids_arg && !parse_ids(stop_ids_arg, &stop_ids)) {
-        fprintf(stderr, "octet generate: --stop-token-ids: expected comma-separated token ids\n");
-        return 2;
-    }
-    if (max_tokens < 0) {
+    if (g->max_tokens < 0) {
         fprintf(stderr, "octet generate: --max-tokens must be >= 0\n");
         return 2;
     }
+    return -1;
+}
+
+int cli_generate(int argc, char **argv)
+{
+    gen_args g;
+    int prc = parse_args(argc, argv, &g);
+    if (prc >= 0) {
+        free(g.stop_ids.ids);
+        return prc;
+    }
+    model_args ma = g.ma;
+    const char *prompt = g.prompt, *prompt_ids = g.prompt_ids;
+    int64_t max_tokens = g.max_tokens, max_model_len = g.max_model_len;
+    bool warmup = g.warmup, json = g.json, chat = g.chat, ignore_eos = g.ignore_eos;
+    const char *const *stops = g.stops;
+    int n_stops = g.n_stops;
+    oct_token_ids stop_ids = g.stop_ids;
+    oct_sampling sp = g.sp;
+    text_acc acc = {0};
+    bool stopped = false;
+    size_t max_stop = 0;
     double t0 = now_s();
     oct_model *m = NULL;
     int rc = model_args_load(&ma, "generate", &m);
-    if (rc)
+    if (rc) {
+        free(stop_ids.ids);
         return rc;
+    }
     double load_s = now_s() - t0;
     oct_error err;
     oct_error_clear(&err);
@@ -381,32 +464,10 @@ int cli_generate(int argc, char **argv)
     if (tok && !n_stops)
         oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
     if (json) {
-        json_t *o = json_object(), *pi = json_array(), *oi = json_array(), *tm = json_object();
-        for (int64_t i = 0; i < ids.n; i++)
-            json_array_append_new(pi, json_integer(ids.ids[i]));
-        for (int64_t i = 0; i < n_out; i++)
-            json_array_append_new(oi, json_integer(out_ids[i]));
-        json_object_set_new(o, "prompt_ids", pi);
-        json_object_set_new(o, "output_ids", oi);
-        if (n_stops) /* the streamed text, cut before the stop string */
-            json_object_set_new(o, "text", json_stringn(acc.buf ? acc.buf : "", acc.len));
-        else
-            json_object_set_new(o, "text", json_stringn(text ? text : "", tlen));
-        json_object_set_new(
-            o, "finish_reason",
-            json_string(stopped || (n_out && n_out < max_tokens) ? "stop" : "length"));
-        json_object_set_new(tm, "load_s", json_real(load_s));
-        json_object_set_new(tm, "ttft_ms", json_real(ttft_ms));
-        json_object_set_new(tm, "prefill_tok_s",
-                            json_real(prefill_s > 0 ? (double)ids.n / prefill_s : 0));
-        json_object_set_new(tm, "decode_tok_s",
-                            json_real(decode_s > 0 ? (double)(n_out - 1) / decode_s : 0));
-        json_object_set_new(o, "timings", tm);
-        json_object_set_new(o, "scheme", json_string(oct_plan_summary(oct_model_get_plan(m))));
-        char *s = json_dumps(o, JSON_COMPACT);
-        printf("%s\n", s);
-        free(s);
-        json_decref(o);
+        const gen_timing tm = {load_s, ttft_ms, prefill_s, decode_s};
+        const char *jt = n_stops ? (acc.buf ? acc.buf : "") : (text ? text : "");
+        print_json(m, &ids, out_ids, n_out, jt, n_stops ? acc.len : tlen,
+                   stopped || (n_out && n_out < max_tokens), &tm);
     } else {
         const char *piece;
         size_t plen;
