@@ -199,6 +199,8 @@ static void test_errors_name_the_problem(void)
         {"eval --model models/demo --token-ids /nonexistent", 1, "/nonexistent"},
         {"quantize --model models/demo --scheme FP4 --format fp8 --out /tmp/x", 2, "FP4"},
         {"nosuchcommand", 2, "nosuchcommand"},
+        {"serve --model models/demo --api-key ''", 2, "--api-key must not be empty"},
+        {"generate --model models/demo --prompt x --device tpu", 1, "--device tpu"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL;

@@ -74,6 +74,18 @@ static void test_errors(void)
                 &c, &err) == OCT_ERR_FORMAT);
     CHECKF(strstr(err.message, "n_routed_experts: 11184808 is out of range") != NULL, "%s",
            err.message);
+    /* values that would silently give NaN logits */
+    CHECK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                "\"vocab_size\": 100, \"rms_norm_eps\": -1}",
+                &c, &err) == OCT_ERR_FORMAT);
+    CHECKF(strstr(err.message, "rms_norm_eps (-1) and rope_theta (10000) must be positive") != NULL,
+           "%s", err.message);
+    CHECK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                "\"vocab_size\": 100, \"rope_theta\": 0}",
+                &c, &err) == OCT_ERR_FORMAT);
+    CHECK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                "\"vocab_size\": 100, \"rms_norm_eps\": NaN}",
+                &c, &err) == OCT_ERR_FORMAT);
     CHECK(parse("{\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":100}", &c,
                 &err) == OCT_ERR_FORMAT);
     CHECK(strstr(err.message, "config.json.hidden_size: required key is missing") != NULL);

@@ -79,6 +79,10 @@ int cli_serve(int argc, char **argv)
         } else if (strcmp(f, "--served-model-name") == 0) {
             so.served_model_name = v;
         } else if (strcmp(f, "--api-key") == 0) {
+            if (!*v) { /* an empty key would turn authentication off without saying so */
+                fprintf(stderr, "octet serve: --api-key must not be empty\n");
+                return 2;
+            }
             so.api_key = v;
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);

@@ -5,6 +5,7 @@
  * model keys).  Required: hidden_size, num_hidden_layers,
  * num_attention_heads, vocab_size.  Defaults follow transformers'
  * LlamaConfig. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,22 @@ static oct_status check_sizes(const oct_model_config *c, const char *L, oct_erro
             return oct_error_set(err, OCT_ERR_FORMAT, -1,
                                  "%s.%s: %lld is out of range (%lld..%lld)", L, f[i].key,
                                  (long long)f[i].v, (long long)f[i].lo, (long long)f[i].hi);
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps) || !(c->rope_theta > 0) ||
+        !isfinite(c->rope_theta))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: rms_norm_eps (%g) and rope_theta (%g) must be positive and "
+                             "finite",
+                             L, c->rms_norm_eps, c->rope_theta);
+    /* An id outside the vocabulary can never be generated: said, not fatal
+     * (test-sized configs keep their published ids). */
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_token_ids[i] < 0 || c->eos_token_ids[i] >= c->vocab_size)
+            OCT_WARN("%s.eos_token_id: %lld is outside the vocabulary (%lld): it never stops "
+                     "generation",
+                     L, (long long)c->eos_token_ids[i], (long long)c->vocab_size);
+    if (c->bos_token_id < -1 || c->bos_token_id >= c->vocab_size)
+        OCT_WARN("%s.bos_token_id: %lld is outside the vocabulary (%lld)", L,
+                 (long long)c->bos_token_id, (long long)c->vocab_size);
     if (c->n_experts_per_tok > c->n_experts && c->n_experts > 0)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s.num_experts_per_tok %lld exceeds the %lld experts", L,
