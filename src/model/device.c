@@ -10,6 +10,7 @@
  *         unless --enforce-eager.  Anything the device cannot run
  *         is an error naming it, never a silent host run.
  *   cpu   the host. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,36 +18,41 @@
 #include "kernels/cuda/cuda_api.h"
 #include "model/model.h"
 
-/* "cuda" or "cpu" for opts and the model's shape. */
-static oct_status pick(const char *want, const oct_arch *a, bool *cuda, oct_error *err)
+/* "cuda" or "cpu" for opts and the model's config. */
+static oct_status pick(const char *want, const oct_model_config *cfg, bool *cuda, oct_error *err)
 {
     const char *env = getenv("OCTET_DEVICE");
     if ((!want || !*want || strcmp(want, "auto") == 0) && env && *env)
         want = env;
     if (!want || !*want || strcmp(want, "auto") == 0) {
-        *cuda = oct_cuda_available() && a->moe == OCT_MOE_NONE;
+        *cuda = oct_cuda_available() && cfg->n_experts == 0;
         return OCT_OK;
     }
     if (strcmp(want, "cpu") == 0 || strcmp(want, "cuda") == 0) {
-        *cuda = want[1] == 'u';
-        if (*cuda && a->moe != OCT_MOE_NONE)
+        *cuda = strcmp(want, "cuda") == 0;
+        if (*cuda && cfg->n_experts > 0)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "--device cuda: %s has MoE layers, which run on the CPU only "
                                  "(use --device cpu)",
-                                 a->name);
+                                 cfg->architecture);
         return OCT_OK;
     }
     return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "--device %s: expected auto, cuda or cpu",
                          want);
 }
 
-oct_status oct_model_device(const oct_model_opts *opts, const oct_arch *a, oct_model_opts *eff,
+oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_model_opts *eff,
                             oct_backend **be, oct_error *err)
 {
     *eff = opts ? *opts : (oct_model_opts){0};
     *be = oct_backend_cpu();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    oct_model_config cfg;
+    oct_status st = oct_model_config_load(path, &cfg, err);
     bool cuda = false;
-    oct_status st = pick(eff->device, a, &cuda, err);
+    if (st == OCT_OK)
+        st = pick(eff->device, &cfg, &cuda, err);
     if (st != OCT_OK || !cuda)
         return st;
     const char *lb = eff->linear_backend;

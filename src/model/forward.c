@@ -203,12 +203,14 @@ static oct_status run_ops(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, c
     }
     if (st != OCT_OK || n_out == 0)
         return st;
-    /* The last residual add over every row, then the final norm of the rows
-     * wanted (the first call's output is not used). */
+    /* The last residual add and the final norm; when only some rows are
+     * wanted, the add runs over every row first (its norm output is not used),
+     * then the norm of those rows. */
+    bool all = n_out == n; /* ws->rows is then 0..n-1 */
     if ((st = op->rmsnorm(be, ws->x, pending, rm, m->final_norm, NULL, n, H, a->rms_eps, ws->h,
                           err)) ||
-        (st = op->rmsnorm(be, ws->x, NULL, 0.0f, m->final_norm, ws->rows, n_out, H, a->rms_eps,
-                          ws->h, err)))
+        (!all && (st = op->rmsnorm(be, ws->x, NULL, 0.0f, m->final_norm, ws->rows, n_out, H,
+                                   a->rms_eps, ws->h, err))))
         return st;
     return op->logits(be, ws->ops, m->lm_head, n_out, a->vocab, ws->h, a->logits_scaling, err);
 }

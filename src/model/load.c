@@ -328,14 +328,9 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     oct_model_opts eff;
-    oct_status st = oct_plan_build(dir, opts, &m->plan, err);
+    oct_status st = oct_model_device(dir, opts, &eff, &m->be, err);
     if (st == OCT_OK)
-        st = oct_model_device(opts, &m->plan->arch, &eff, &m->be, err);
-    if (st == OCT_OK && m->be != oct_backend_cpu()) { /* again, with the device's kernels */
-        oct_plan_free(m->plan);
-        m->plan = NULL;
         st = oct_plan_build(dir, &eff, &m->plan, err);
-    }
     if (st != OCT_OK)
         return st;
     opts = &eff;

@@ -180,10 +180,10 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err);
 
-/* device.c: the backend for opts->device (CPU, or a CUDA backend the caller
- * frees with oct_backend_free) and the options loading then runs with
- * (linear backend and KV dtype of the device). */
-oct_status oct_model_device(const oct_model_opts *opts, const oct_arch *a, oct_model_opts *eff,
+/* device.c: the backend for opts->device and DIR/config.json (CPU, or a
+ * CUDA backend the caller frees with oct_backend_free) and the options the
+ * plan and loading then run with (linear backend and KV dtype of the device). */
+oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_model_opts *eff,
                             oct_backend **be, oct_error *err);
 /* Hands the model's constants (norm weights, RoPE frequencies, embedding
  * table) to its backend. */

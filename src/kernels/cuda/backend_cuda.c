@@ -297,7 +297,8 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
     int32_t *h_pos = ws->h_buf, *h_seq = h_pos + T, *h_slot = h_seq + T, *h_rows = h_slot + T;
     int64_t n_local = 0;
     for (int64_t t = 0; t < n; t++) {
-        int64_t local = -1;
+        /* a prompt's rows come together: the previous row first, then a scan */
+        int64_t local = t > 0 && rows->seq[t - 1] == rows->seq[t] ? h_seq[t - 1] : -1;
         for (int64_t u = 0; u < t && local < 0; u++)
             if (rows->seq[u] == rows->seq[t])
                 local = h_seq[u];

@@ -239,6 +239,20 @@ static oct_status quant_per_tensor(cuda_scratch *s, const oct_linear *l, int64_t
     return oct_cuda_quant_static_bf16(s->dx, (int64_t)mk, l->desc.act_static_scale, s->dq, NULL);
 }
 
+/* x [mk] f32 rounded to bf16 (RNE) and copied to s->dx. */
+static oct_status put_x_bf16(cuda_scratch *s, const float *x, size_t mk)
+{
+    oct_status st = dev_grow(&s->dx, &s->dx_bytes, mk * 2);
+    if (st == OCT_OK)
+        st = host_grow(&s->hx, &s->hx_bytes, mk * 2);
+    if (st != OCT_OK)
+        return st;
+    uint16_t *hx = s->hx;
+    for (size_t i = 0; i < mk; i++)
+        hx[i] = oct_f32_to_bf16(x[i]);
+    return oct_cuda_memcpy_h2d(s->dx, hx, mk * 2);
+}
+
 static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in, float *y,
                            oct_error *err)
 {
@@ -256,14 +270,8 @@ static oct_status cuda_run(const oct_linear *l, int64_t m, const oct_act_in *in,
     if (st != OCT_OK)
         goto fail;
     if (in->x) {
-        if ((st = dev_grow(&s->dx, &s->dx_bytes, mk * 2)) != OCT_OK ||
-            (st = host_grow(&s->hx, &s->hx_bytes, mk * 2)) != OCT_OK)
-            goto fail;
-        uint16_t *hx = s->hx;
-        for (size_t i = 0; i < mk; i++)
-            hx[i] = oct_f32_to_bf16(in->x[i]);
         what = "copy to the GPU";
-        if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) != OCT_OK)
+        if ((st = put_x_bf16(s, in->x, mk)) != OCT_OK)
             goto fail;
         if (l->desc.act == OCT_ACT_DYNAMIC_TENSOR || l->desc.act == OCT_ACT_STATIC) {
             const float *sa = NULL;
@@ -368,17 +376,8 @@ static oct_status bf16_run(const oct_linear *l, int64_t m, const oct_act_in *in,
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: BF16 layer given FP8 codes",
                              l->name);
     size_t mk = (size_t)m * (size_t)l->k, mn = (size_t)m * (size_t)l->n;
-    oct_status st = dev_grow(&s->dx, &s->dx_bytes, mk * 2);
-    if (st == OCT_OK)
-        st = host_grow(&s->hx, &s->hx_bytes, mk * 2);
-    if (st == OCT_OK)
-        st = dev_grow(&s->dy, &s->dy_bytes, mn * 4);
-    if (st != OCT_OK)
-        return oct_error_set(err, st, -1, "%s: CUDA buffers: %s", l->name, oct_status_str(st));
-    uint16_t *hx = s->hx;
-    for (size_t i = 0; i < mk; i++)
-        hx[i] = oct_f32_to_bf16(in->x[i]);
-    if ((st = oct_cuda_memcpy_h2d(s->dx, hx, mk * 2)) == OCT_OK &&
+    oct_status st = dev_grow(&s->dy, &s->dy_bytes, mn * 4);
+    if (st == OCT_OK && (st = put_x_bf16(s, in->x, mk)) == OCT_OK &&
         (st = oct_cuda_gemm_bf16(s->ctx, m, l->n, l->k, s->dx, c->w16, c->bias, 1.0f, s->dy, true,
                                  NULL)) == OCT_OK)
         st = oct_cuda_memcpy_d2h(y, s->dy, mn * 4);
