@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_api.h"
@@ -643,219 +644,522 @@ static void test_rope(void)
         }
 }
 
-/* One attention configuration: sequences of the given contexts, their K/V
- * written by oct_cuda_kv_store (checked against kv_store_ref), then decode rows
- * (the last position of each, plus a padding row) and prefill rows (every
- * position of the chosen sequences) against attention_ref. */
+/* One attention configuration: sequences of the given contexts (block size bs,
+ * blocks in a random order), their K/V written by oct_cuda_kv_store (checked
+ * against kv_store_ref), then batches of query rows against attention_ref:
+ * decode rows (the last position of each sequence, plus a padding row), a
+ * prefill run (positions pre_from..ctx-1 of prefill_seq: a chunk after a cached
+ * prefix when pre_from > 0), and a mixed batch (half the decode rows, the
+ * padding row, the run, the other decode rows).  The prefill and mixed batches
+ * run twice: every row on the decode kernel (n_tiles 0), and split by
+ * oct_cuda_attention_plan (runs of 16 rows or more as query tiles on the
+ * tensor-core kernel).  clip > 0: the calls pass max_ctx - clip, so the rows at
+ * or past it must come out NaN, decode rows and tile rows alike.
+ *
+ * Tolerance: max abs error vs the f32 reference <= 2e-2 max|v|, for both
+ * kernels.  The tensor-core kernel rounds P to bf16 for the PV product (each
+ * weight within 2^-9 relative, the row sum taken unrounded): at most 2^-9 max|v|
+ * off, and the bf16 output's own rounding is another 2^-9 |out| <= 2^-9 max|v|;
+ * FP8 codes are exact in bf16.  Together under 0.4% of max|v|, well inside the
+ * decode kernel's tolerance, which therefore holds for both. */
 struct attn_case {
     int64_t nq, nkv, d, window;
     bool fp8;
     int n_seqs;
     int64_t ctx[8];
-    int prefill_seq; /* -1: none */
+    int prefill_seq;  /* -1: none */
+    int64_t pre_from; /* first position of the prefill run */
+    int64_t clip;     /* the calls' max_ctx is the longest context minus this */
+    int64_t bs;       /* block size (0: 16) */
 };
 
-static void run_attention(const struct attn_case *c)
+/* A configuration's data: host and device caches, and the query rows. */
+struct attn_fix {
+    const struct attn_case *c;
+    int64_t nq, nkv, d, bs, row, max_ctx, call_ctx, max_blocks, total;
+    float ks, vs, scale, vmax;
+    int32_t *bt;      /* [n_seqs, max_blocks] */
+    uint16_t *qkv;    /* [total, row]: every position of every sequence */
+    int64_t *first;   /* [n_seqs] first qkv row of each sequence */
+    uint8_t *kc, *vc; /* host caches (kv_store_ref) */
+    int32_t *dbt;
+    void *dkc, *dvc;
+    /* query rows: decode rows, the padding row, the prefill run */
+    int64_t m, m_dec;
+    int32_t *qs, *qp; /* [m] */
+    int64_t *src;     /* [m] qkv row of each query row */
+};
+
+static void attn_fix_free(struct attn_fix *f)
 {
-    const int64_t nq = c->nq, nkv = c->nkv, d = c->d, bs = 16, row = (nq + 2 * nkv) * d;
-    int64_t max_ctx = 0, total = 0;
-    for (int s = 0; s < c->n_seqs; s++) {
-        max_ctx = c->ctx[s] > max_ctx ? c->ctx[s] : max_ctx;
-        total += c->ctx[s];
-    }
-    const int64_t max_blocks = (max_ctx + bs - 1) / bs;
-    const int64_t n_blocks = max_blocks * c->n_seqs;
-    const size_t esz = c->fp8 ? 1 : 2;
-    const size_t cache_elems = (size_t)(n_blocks * nkv * bs * d);
-    const float ks = c->fp8 ? 0.02f : 1.0f, vs = c->fp8 ? 0.015f : 1.0f;
-    const float scale = 1.0f / sqrtf((float)d);
-    int32_t *bt = malloc((size_t)(c->n_seqs * max_blocks) * 4);
-    int32_t *perm = malloc((size_t)n_blocks * 4);
-    uint16_t *qkv = malloc((size_t)(total * row) * 2);
-    int32_t *slot = malloc((size_t)total * 4), *rseq = malloc((size_t)(total + 1) * 4),
-            *rpos = malloc((size_t)(total + 1) * 4);
-    uint8_t *kc = calloc(cache_elems, esz), *vc = calloc(cache_elems, esz);
-    uint8_t *kd = malloc(cache_elems * esz), *vd = malloc(cache_elems * esz);
-    REQUIRE(bt && perm && qkv && slot && rseq && rpos && kc && vc && kd && vd);
+    oct_cuda_free(f->dbt);
+    oct_cuda_free(f->dkc);
+    oct_cuda_free(f->dvc);
+    free(f->bt);
+    free(f->qkv);
+    free(f->first);
+    free(f->kc);
+    free(f->vc);
+    free(f->qs);
+    free(f->qp);
+    free(f->src);
+}
+
+/* Block tables (a random block order), the qkv rows of every position and the
+ * host caches. */
+static bool attn_fix_host(struct attn_fix *f)
+{
+    const struct attn_case *c = f->c;
+    const int64_t n_blocks = f->max_blocks * c->n_seqs;
+    const size_t esz = c->fp8 ? 1 : 2, cache_elems = (size_t)(n_blocks * f->nkv * f->bs * f->d);
+    f->bt = malloc((size_t)n_blocks * 4);
+    f->qkv = malloc((size_t)(f->total * f->row) * 2);
+    f->first = malloc((size_t)c->n_seqs * 8);
+    f->kc = calloc(cache_elems, esz);
+    f->vc = calloc(cache_elems, esz);
+    if (!f->bt || !f->qkv || !f->first || !f->kc || !f->vc)
+        return false;
     for (int64_t i = 0; i < n_blocks; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = n_blocks - 1; i > 0; i--) { /* blocks in a random order */
+        f->bt[i] = (int32_t)i;
+    for (int64_t i = n_blocks - 1; i > 0; i--) {
         int64_t j = (int64_t)(rng_u64() % (uint64_t)(i + 1));
-        int32_t tmp = perm[i];
-        perm[i] = perm[j];
-        perm[j] = tmp;
+        int32_t tmp = f->bt[i];
+        f->bt[i] = f->bt[j];
+        f->bt[j] = tmp;
     }
-    for (int64_t i = 0; i < c->n_seqs * max_blocks; i++)
-        bt[i] = perm[i];
-    /* the K/V rows of every position (q heads too: the same rows serve prefill) */
-    float vmax = 0.0f;
+    const int64_t nq = f->nq, nkv = f->nkv, d = f->d, row = f->row;
     int64_t r = 0;
-    int64_t *first = malloc((size_t)c->n_seqs * 8);
-    REQUIRE(first);
     for (int s = 0; s < c->n_seqs; s++) {
-        first[s] = r;
+        f->first[s] = r;
         for (int64_t p = 0; p < c->ctx[s]; p++, r++) {
             for (int64_t i = 0; i < row; i++)
-                qkv[r * row + i] = bf(rng_normal() * (i >= (nq + nkv) * d ? 1.5f : 1.0f));
-            slot[r] = bt[s * max_blocks + p / bs] * (int32_t)bs + (int32_t)(p % bs);
-            rseq[r] = s;
-            rpos[r] = (int32_t)p;
+                f->qkv[r * row + i] = bf(rng_normal() * (i >= (nq + nkv) * d ? 1.5f : 1.0f));
             for (int64_t h = 0; h < nkv; h++) {
-                size_t idx = kv_index_ref(bt, max_blocks, s, p, h, nkv, bs, d);
-                const uint16_t *k = qkv + r * row + nq * d + h * d;
-                kv_store_ref(c->fp8, kc, idx, k, d, ks);
-                kv_store_ref(c->fp8, vc, idx, k + nkv * d, d, vs);
+                size_t idx = kv_index_ref(f->bt, f->max_blocks, s, p, h, nkv, f->bs, d);
+                const uint16_t *k = f->qkv + r * row + nq * d + h * d;
+                kv_store_ref(c->fp8, f->kc, idx, k, d, f->ks);
+                kv_store_ref(c->fp8, f->vc, idx, k + nkv * d, d, f->vs);
             }
         }
     }
-    for (int64_t i = 0; i < total; i++)
+    f->vmax = 0.0f;
+    for (int64_t i = 0; i < f->total; i++)
         for (int64_t e = (nq + nkv) * d; e < row; e++)
-            vmax = fabsf(fb(qkv[i * row + e])) > vmax ? fabsf(fb(qkv[i * row + e])) : vmax;
-    uint16_t *dqkv = dev_up(qkv, (size_t)(total * row) * 2);
-    int32_t *dslot = dev_up(slot, (size_t)total * 4),
-            *dbt = dev_up(bt, (size_t)(c->n_seqs * max_blocks) * 4);
-    void *dkc = dev_up(NULL, cache_elems * esz), *dvc = dev_up(NULL, cache_elems * esz);
-    REQUIRE(dqkv && dslot && dbt && dkc && dvc);
+            f->vmax = fmaxf(f->vmax, fabsf(fb(f->qkv[i * row + e])));
+    return true;
+}
+
+/* The device caches through oct_cuda_kv_store, checked against the host's. */
+static bool attn_fix_device(struct attn_fix *f)
+{
+    const struct attn_case *c = f->c;
+    const int64_t n_blocks = f->max_blocks * c->n_seqs;
+    const size_t esz = c->fp8 ? 1 : 2, cache_elems = (size_t)(n_blocks * f->nkv * f->bs * f->d);
+    int32_t *slot = malloc((size_t)f->total * 4);
+    uint8_t *kd = malloc(cache_elems * esz), *vd = malloc(cache_elems * esz);
+    uint16_t *dqkv = dev_up(f->qkv, (size_t)(f->total * f->row) * 2);
+    int32_t *dslot = NULL;
+    f->dbt = dev_up(f->bt, (size_t)n_blocks * 4);
+    f->dkc = dev_up(NULL, cache_elems * esz);
+    f->dvc = dev_up(NULL, cache_elems * esz);
+    bool ok = slot && kd && vd && dqkv && f->dbt && f->dkc && f->dvc;
+    for (int s = 0, r = 0; ok && s < c->n_seqs; s++)
+        for (int64_t p = 0; p < c->ctx[s]; p++, r++)
+            slot[r] = f->bt[s * f->max_blocks + p / f->bs] * (int32_t)f->bs + (int32_t)(p % f->bs);
+    ok = ok && (dslot = dev_up(slot, (size_t)f->total * 4)) != NULL;
     const int dt = c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
-    CHECK_OK(oct_cuda_kv_store(dqkv, total, nq, nkv, d, dslot, bs, dt, dkc, dvc, ks, vs, NULL));
+    ok = ok && oct_cuda_kv_store(dqkv, f->total, f->nq, f->nkv, f->d, dslot, f->bs, dt, f->dkc,
+                                 f->dvc, f->ks, f->vs, NULL) == OCT_OK;
     /* blocks never written stay as the device had them: compare written slots */
-    REQUIRE(dev_down(kd, dkc, cache_elems * esz) && dev_down(vd, dvc, cache_elems * esz));
+    ok = ok && dev_down(kd, f->dkc, cache_elems * esz) && dev_down(vd, f->dvc, cache_elems * esz);
     int64_t kv_bad = 0;
-    for (int s = 0; s < c->n_seqs; s++)
+    for (int s = 0; ok && s < c->n_seqs; s++)
         for (int64_t p = 0; p < c->ctx[s]; p++)
-            for (int64_t h = 0; h < nkv; h++) {
-                size_t idx = kv_index_ref(bt, max_blocks, s, p, h, nkv, bs, d) * esz;
-                kv_bad += memcmp(kc + idx, kd + idx, (size_t)d * esz) != 0;
-                kv_bad += memcmp(vc + idx, vd + idx, (size_t)d * esz) != 0;
+            for (int64_t h = 0; h < f->nkv; h++) {
+                size_t idx = kv_index_ref(f->bt, f->max_blocks, s, p, h, f->nkv, f->bs, f->d) * esz;
+                kv_bad += memcmp(f->kc + idx, kd + idx, (size_t)f->d * esz) != 0;
+                kv_bad += memcmp(f->vc + idx, vd + idx, (size_t)f->d * esz) != 0;
             }
-    CHECKF(kv_bad == 0, "kv_store %s: %lld head rows differ (tolerance: exact)",
+    CHECKF(ok && kv_bad == 0, "kv_store %s: %lld head rows differ (tolerance: exact)",
            c->fp8 ? "e4m3" : "bf16", (long long)kv_bad);
-    /* attention rows: decode (last positions + one padding row), then prefill */
-    int64_t m_dec = c->n_seqs + 1, m_pre = c->prefill_seq >= 0 ? c->ctx[c->prefill_seq] : 0;
-    int64_t m_all = m_dec + m_pre;
-    uint16_t *q = malloc((size_t)(m_all * row) * 2);
-    int32_t *qs = malloc((size_t)m_all * 4), *qp = malloc((size_t)m_all * 4);
-    REQUIRE(q && qs && qp);
-    for (int64_t t = 0; t < m_all; t++) {
-        int64_t src;
-        if (t < c->n_seqs) {
-            qs[t] = (int32_t)t;
-            qp[t] = (int32_t)c->ctx[t] - 1;
-            src = first[t] + c->ctx[t] - 1;
-        } else if (t == c->n_seqs) { /* padding row */
-            qs[t] = 0;
-            qp[t] = -1;
-            src = 0;
-        } else {
-            int64_t p = t - m_dec;
-            qs[t] = c->prefill_seq;
-            qp[t] = (int32_t)p;
-            src = first[c->prefill_seq] + p;
-        }
-        memcpy(q + t * row, qkv + src * row, (size_t)row * 2);
-    }
-    uint16_t *dq = dev_up(q, (size_t)(m_all * row) * 2),
-             *dout = dev_up(NULL, (size_t)(m_all * nq * d) * 2);
-    int32_t *dqs = dev_up(qs, (size_t)m_all * 4), *dqp = dev_up(qp, (size_t)m_all * 4);
-    size_t wsb = oct_cuda_attention_workspace_bytes(m_all, nq, d, max_ctx);
-    void *dws = wsb ? dev_up(NULL, wsb) : NULL;
-    REQUIRE(dq && dout && dqs && dqp && (!wsb || dws));
-    uint16_t *out = malloc((size_t)(m_all * nq * d) * 2);
-    float *sc = malloc((size_t)max_ctx * 4), *o = malloc((size_t)d * 4),
-          *qf = malloc((size_t)d * 4);
-    REQUIRE(out && sc && o && qf);
-    /* decode and prefill as separate calls (their own m), then both in one */
-    const int64_t starts[3] = {0, m_dec, 0}, counts[3] = {m_dec, m_pre, m_all};
-    for (int call = 0; call < 3; call++) {
-        int64_t t0 = starts[call], mm = counts[call];
-        if (mm == 0)
-            continue;
-        oct_status st = oct_cuda_attention(dq + t0 * row, mm, nq, nkv, d, dqs + t0, dqp + t0, dbt,
-                                           max_blocks, bs, dt, dkc, dvc, ks, vs, scale, c->window,
-                                           max_ctx, dout, dws, wsb, NULL);
-        CHECKF(st == OCT_OK, "attention: status %d (%s)", st, oct_cuda_ops_last_error());
-        REQUIRE(dev_down(out, dout, (size_t)(mm * nq * d) * 2));
-        double maxerr = 0.0;
-        int64_t pad_bad = 0;
-        for (int64_t t = 0; t < mm; t++) {
-            int64_t tt = t0 + t;
-            if (qp[tt] < 0) {
-                for (int64_t i = 0; i < nq * d; i++)
-                    pad_bad += out[t * nq * d + i] != 0;
-                continue;
-            }
-            for (int64_t h = 0; h < nq; h++) {
-                for (int64_t i = 0; i < d; i++)
-                    qf[i] = fb(q[tt * row + h * d + i]);
-                attention_ref(qf, d, qp[tt], c->window, c->fp8, kc, vc, ks, vs, scale, bt,
-                              max_blocks, qs[tt], h / (nq / nkv), nkv, bs, sc, o);
-                for (int64_t i = 0; i < d; i++) {
-                    double e = fabs((double)fb(out[t * nq * d + h * d + i]) - (double)o[i]);
-                    maxerr = e > maxerr ? e : maxerr;
-                }
-            }
-        }
-        /* tolerance: max abs error vs the f32 reference <= 2e-2 * max|v| */
-        CHECKF(maxerr <= 2e-2 * (double)vmax && pad_bad == 0,
-               "attention %s d %lld %lld/%lld window %lld call %d: max abs err %.4g (tolerance "
-               "%.4g = 2e-2 max|v|), %lld padding outputs not 0",
-               c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)nq, (long long)nkv,
-               (long long)c->window, call, maxerr, 2e-2 * (double)vmax, (long long)pad_bad);
-        printf("  attention %s kv, d %lld, %lld/%lld heads, window %lld, %s m %lld (max ctx "
-               "%lld): max abs err %.3g (max|v| %.3g)\n",
-               c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)nq, (long long)nkv,
-               (long long)c->window,
-               call == 0   ? "decode"
-               : call == 1 ? "prefill"
-                           : "mixed",
-               (long long)mm, (long long)max_ctx, maxerr, (double)vmax);
-    }
     oct_cuda_free(dqkv);
     oct_cuda_free(dslot);
-    oct_cuda_free(dbt);
-    oct_cuda_free(dkc);
-    oct_cuda_free(dvc);
-    oct_cuda_free(dq);
-    oct_cuda_free(dout);
-    oct_cuda_free(dqs);
-    oct_cuda_free(dqp);
-    oct_cuda_free(dws);
-    free(bt);
-    free(perm);
-    free(qkv);
     free(slot);
-    free(rseq);
-    free(rpos);
-    free(kc);
-    free(vc);
     free(kd);
     free(vd);
-    free(first);
+    return ok;
+}
+
+/* The query rows: decode rows, a padding row, the prefill run. */
+static bool attn_fix_rows(struct attn_fix *f)
+{
+    const struct attn_case *c = f->c;
+    f->m_dec = c->n_seqs + 1;
+    const int64_t m_pre = c->prefill_seq >= 0 ? c->ctx[c->prefill_seq] - c->pre_from : 0;
+    f->m = f->m_dec + m_pre;
+    f->qs = malloc((size_t)f->m * 4);
+    f->qp = malloc((size_t)f->m * 4);
+    f->src = malloc((size_t)f->m * 8);
+    if (!f->qs || !f->qp || !f->src)
+        return false;
+    for (int64_t t = 0; t < f->m; t++) {
+        if (t < c->n_seqs) {
+            f->qs[t] = (int32_t)t;
+            f->qp[t] = (int32_t)c->ctx[t] - 1;
+            f->src[t] = f->first[t] + c->ctx[t] - 1;
+        } else if (t == c->n_seqs) { /* padding row */
+            f->qs[t] = 0;
+            f->qp[t] = -1;
+            f->src[t] = 0;
+        } else {
+            int64_t p = c->pre_from + t - f->m_dec;
+            f->qs[t] = c->prefill_seq;
+            f->qp[t] = (int32_t)p;
+            f->src[t] = f->first[c->prefill_seq] + p;
+        }
+    }
+    return true;
+}
+
+static bool attn_fix_make(struct attn_fix *f, const struct attn_case *c)
+{
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    f->nq = c->nq;
+    f->nkv = c->nkv;
+    f->d = c->d;
+    f->bs = c->bs > 0 ? c->bs : 16;
+    f->row = (c->nq + 2 * c->nkv) * c->d;
+    for (int s = 0; s < c->n_seqs; s++) {
+        f->max_ctx = c->ctx[s] > f->max_ctx ? c->ctx[s] : f->max_ctx;
+        f->total += c->ctx[s];
+    }
+    f->call_ctx = f->max_ctx - c->clip;
+    f->max_blocks = (f->max_ctx + f->bs - 1) / f->bs;
+    f->ks = c->fp8 ? 0.02f : 1.0f;
+    f->vs = c->fp8 ? 0.015f : 1.0f;
+    f->scale = 1.0f / sqrtf((float)c->d);
+    return attn_fix_host(f) && attn_fix_device(f) && attn_fix_rows(f);
+}
+
+/* attention_ref for query row t, every head: o [nq * d] (sc: [max_ctx] scratch). */
+static void attn_ref_row(const struct attn_fix *f, int64_t t, float *sc, float *qf, float *o)
+{
+    const int64_t d = f->d;
+    for (int64_t h = 0; h < f->nq; h++) {
+        for (int64_t i = 0; i < d; i++)
+            qf[i] = fb(f->qkv[f->src[t] * f->row + h * d + i]);
+        attention_ref(qf, d, f->qp[t], f->c->window, f->c->fp8, f->kc, f->vc, f->ks, f->vs,
+                      f->scale, f->bt, f->max_blocks, f->qs[t], h / (f->nq / f->nkv), f->nkv, f->bs,
+                      sc, o + h * d);
+    }
+}
+
+/* A batch of query rows list[0..n) on the device, split by
+ * oct_cuda_attention_plan when planned (else n_tiles 0: all on the decode kernel). */
+struct attn_batch {
+    int64_t n, nt, nd;
+    uint16_t *dq, *dout;
+    int32_t *dqs, *dqp, *dtiles, *ddrows;
+    void *dws;
+    size_t wsb;
+};
+
+static void attn_batch_free(struct attn_batch *b)
+{
+    oct_cuda_free(b->dq);
+    oct_cuda_free(b->dout);
+    oct_cuda_free(b->dqs);
+    oct_cuda_free(b->dqp);
+    oct_cuda_free(b->dtiles);
+    oct_cuda_free(b->ddrows);
+    oct_cuda_free(b->dws);
+}
+
+static bool attn_batch_up(const struct attn_fix *f, const int64_t *list, int64_t n, bool planned,
+                          struct attn_batch *b)
+{
+    const int64_t row = f->row;
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    uint16_t *q = malloc((size_t)(n * row) * 2);
+    int32_t *qs = malloc((size_t)n * 4), *qp = malloc((size_t)n * 4);
+    int32_t *tiles = malloc((size_t)n * 8), *drows = malloc((size_t)n * 4);
+    bool ok = q && qs && qp && tiles && drows;
+    for (int64_t i = 0; ok && i < n; i++) {
+        memcpy(q + i * row, f->qkv + f->src[list[i]] * row, (size_t)row * 2);
+        qs[i] = f->qs[list[i]];
+        qp[i] = f->qp[list[i]];
+    }
+    if (ok && planned)
+        b->nt = oct_cuda_attention_plan(qs, qp, n, tiles, drows, &b->nd);
+    ok = ok && b->nt >= 0;
+    b->wsb = oct_cuda_attention_workspace_bytes(n, f->nq, f->d, f->call_ctx);
+    ok = ok && (b->dq = dev_up(q, (size_t)(n * row) * 2)) &&
+         (b->dout = dev_up(NULL, (size_t)(n * f->nq * f->d) * 2)) &&
+         (b->dqs = dev_up(qs, (size_t)n * 4)) && (b->dqp = dev_up(qp, (size_t)n * 4)) &&
+         (b->nt == 0 || (b->dtiles = dev_up(tiles, (size_t)b->nt * 8))) &&
+         (b->nd == 0 || (b->ddrows = dev_up(drows, (size_t)b->nd * 4))) &&
+         (b->wsb == 0 || (b->dws = dev_up(NULL, b->wsb)));
     free(q);
     free(qs);
     free(qp);
-    free(out);
+    free(tiles);
+    free(drows);
+    return ok;
+}
+
+static oct_status attn_batch_run(const struct attn_fix *f, const struct attn_batch *b)
+{
+    const int dt = f->c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+    return oct_cuda_attention(b->dq, b->n, f->nq, f->nkv, f->d, b->dqs, b->dqp, f->dbt,
+                              f->max_blocks, f->bs, dt, f->dkc, f->dvc, f->ks, f->vs, f->scale,
+                              f->c->window, f->call_ctx, b->dtiles, b->nt, b->ddrows, b->nd,
+                              b->dout, b->dws, b->wsb, NULL);
+}
+
+/* One call over list[0..n) into out [n, nq d] (host); *nt its tiles. */
+static bool attn_call(const struct attn_fix *f, const int64_t *list, int64_t n, bool planned,
+                      uint16_t *out, int64_t *nt)
+{
+    struct attn_batch b;
+    bool ok = attn_batch_up(f, list, n, planned, &b);
+    CHECKF(ok, "attention batch of %lld rows", (long long)n);
+    if (ok) {
+        oct_status st = attn_batch_run(f, &b);
+        CHECKF(st == OCT_OK, "attention: status %d (%s)", st, oct_cuda_ops_last_error());
+        ok = st == OCT_OK && dev_down(out, b.dout, (size_t)(n * f->nq * f->d) * 2);
+    }
+    *nt = b.nt;
+    attn_batch_free(&b);
+    return ok;
+}
+
+/* out of a call over list against ref ([m, nq d] by query row): the max abs
+ * error over rows in range; *bad counts padding outputs not 0 and clipped
+ * outputs not NaN. */
+static double attn_err(const struct attn_fix *f, const int64_t *list, int64_t n,
+                       const uint16_t *out, const float *ref, int64_t *bad)
+{
+    const int64_t qd = f->nq * f->d;
+    double maxerr = 0.0;
+    *bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t t = list[i];
+        const uint16_t *o = out + i * qd;
+        for (int64_t e = 0; e < qd; e++) {
+            if (f->qp[t] < 0) {
+                *bad += o[e] != 0;
+            } else if (f->qp[t] >= f->call_ctx) {
+                *bad += !isnan(fb(o[e]));
+            } else {
+                double err = fabs((double)fb(o[e]) - (double)ref[t * qd + e]);
+                maxerr = err > maxerr || isnan(err) ? err : maxerr;
+            }
+        }
+    }
+    return maxerr;
+}
+
+static void run_attention(const struct attn_case *c)
+{
+    struct attn_fix f;
+    if (!attn_fix_make(&f, c)) {
+        CHECKF(false, "attention fixture (d %lld)", (long long)c->d);
+        attn_fix_free(&f);
+        return;
+    }
+    const int64_t m = f.m, qd = f.nq * f.d, half = c->n_seqs / 2;
+    float *ref = malloc((size_t)(m * qd) * 4), *sc = malloc((size_t)f.max_ctx * 4);
+    float *qf = malloc((size_t)f.d * 4);
+    int64_t *lists = malloc((size_t)(3 * m) * 8);
+    uint16_t *out = malloc((size_t)(m * qd) * 2);
+    REQUIRE(ref && sc && qf && lists && out);
+    for (int64_t t = 0; t < m; t++)
+        if (f.qp[t] >= 0 && f.qp[t] < f.call_ctx)
+            attn_ref_row(&f, t, sc, qf, ref + t * qd);
+    /* lists: decode rows + padding; the run; half the decode rows, padding, the
+     * run, the other half */
+    int64_t *dec = lists, *pre = lists + f.m_dec, *mix = lists + m, n_mix = 0;
+    for (int64_t t = 0; t < m; t++)
+        lists[t] = t;
+    for (int64_t t = 0; t < half; t++)
+        mix[n_mix++] = t;
+    for (int64_t t = c->n_seqs; t < m; t++)
+        mix[n_mix++] = t;
+    for (int64_t t = half; t < c->n_seqs; t++)
+        mix[n_mix++] = t;
+    const int64_t *call_list[5] = {dec, pre, pre, mix, mix};
+    const int64_t call_n[5] = {f.m_dec, m - f.m_dec, m - f.m_dec, n_mix, n_mix};
+    const char *call_name[5] = {"decode", "prefill", "prefill planned", "mixed", "mixed planned"};
+    for (int call = 0; call < 5; call++) {
+        const int64_t n = call_n[call];
+        int64_t nt = 0, bad = 0;
+        if (n == 0)
+            continue;
+        if (!attn_call(&f, call_list[call], n, call == 2 || call == 4, out, &nt))
+            continue;
+        double maxerr = attn_err(&f, call_list[call], n, out, ref, &bad);
+        CHECKF(maxerr <= 2e-2 * (double)f.vmax && bad == 0,
+               "attention %s d %lld %lld/%lld window %lld %s: max abs err %.4g (tolerance "
+               "%.4g = 2e-2 max|v|), %lld padding outputs not 0 or clipped ones not NaN",
+               c->fp8 ? "e4m3" : "bf16", (long long)f.d, (long long)f.nq, (long long)f.nkv,
+               (long long)c->window, call_name[call], maxerr, 2e-2 * (double)f.vmax,
+               (long long)bad);
+        printf("  attention %s kv, d %lld, %lld/%lld heads, window %lld, bs %lld, %s m %lld "
+               "(%lld tiles; positions %lld.. of %lld, max ctx %lld): max abs err %.3g (max|v| "
+               "%.3g)\n",
+               c->fp8 ? "e4m3" : "bf16", (long long)f.d, (long long)f.nq, (long long)f.nkv,
+               (long long)c->window, (long long)f.bs, call_name[call], (long long)n, (long long)nt,
+               (long long)c->pre_from,
+               (long long)(c->prefill_seq >= 0 ? c->ctx[c->prefill_seq] : 0), (long long)f.call_ctx,
+               maxerr, (double)f.vmax);
+    }
+    free(ref);
     free(sc);
-    free(o);
     free(qf);
+    free(lists);
+    free(out);
+    attn_fix_free(&f);
 }
 
 static void test_attention(void)
 {
     const struct attn_case cases[] = {
         /* Llama 3 8B heads; block boundaries 15/16/17; 257 and 3000 split into partitions */
-        {NQ, NKV, D, 0, false, 7, {1, 16, 17, 18, 256, 257, 3000}, 5},
-        {NQ, NKV, D, 0, true, 7, {1, 16, 17, 18, 256, 257, 3000}, 2},
+        {NQ, NKV, D, 0, false, 7, {1, 16, 17, 18, 256, 257, 3000}, 5, .pre_from = 0},
+        {NQ, NKV, D, 0, true, 7, {1, 16, 17, 18, 256, 257, 3000}, 2, .pre_from = 0},
         /* a sliding window of 256: p = 255 (j0 = 0), 256 (j0 = 1), 2999 */
-        {NQ, NKV, D, 256, false, 4, {255, 256, 257, 3000}, 2},
-        {NQ, NKV, D, 256, true, 4, {255, 256, 257, 3000}, -1},
-        /* d 256 with 8 query heads per KV head; d 64 with 12 (two blocks per group) */
-        {16, 2, 256, 0, false, 3, {5, 300, 1100}, 1},
-        {24, 2, 64, 0, true, 3, {3, 513, 1025}, 0},
-        {8, 8, 128, 0, false, 2, {40, 600}, 0}, /* MHA: one query head per KV head */
+        {NQ, NKV, D, 256, false, 4, {255, 256, 257, 3000}, 2, .pre_from = 0},
+        {NQ, NKV, D, 256, true, 4, {255, 256, 257, 3000}, -1, .pre_from = 0},
+        /* d 256 with 8 query heads per KV head (tiles fall back to the decode
+         * kernel); d 64 with 12 (two blocks per group) */
+        {16, 2, 256, 0, false, 3, {5, 300, 1100}, 1, .pre_from = 0},
+        {24, 2, 64, 0, true, 3, {3, 513, 1025}, 0, .pre_from = 0},
+        {8, 8, 128, 0, false, 2, {40, 600}, 0, .pre_from = 0}, /* MHA: one query head per KV head */
+        /* prefill tiles.  300 rows from 0: 4 x 64 + 44 */
+        {NQ, NKV, D, 0, false, 3, {40, 300, 1000}, 1, .pre_from = 0},
+        /* chunks after a cached prefix, first position neither tile nor block
+         * aligned: 87 rows (64 + 23), E4M3; 16 rows (one tile, three warps idle);
+         * 15 rows (too short: decode rows) */
+        {NQ, NKV, D, 0, true, 2, {700, 50}, 0, .pre_from = 613},
+        {NQ, NKV, D, 0, false, 2, {1000, 5}, 0, .pre_from = 984},
+        {NQ, NKV, D, 0, false, 1, {200}, 0, .pre_from = 185},
+        /* a window of 40 (under a tile: rows whose window misses a whole key
+         * tile), group 8, d 64 */
+        {16, 2, 64, 40, false, 2, {400, 30}, 0, .pre_from = 100},
+        /* a window of 100 crossing key tiles, MHA, E4M3, a block size of 24
+         * (not a power of two, tiles straddle blocks) */
+        {8, 8, 128, 100, true, 2, {500, 20}, 0, .pre_from = 200, .bs = 24},
+        /* group 3 (one head per block), d 64, E4M3, window 256, aligned chunk */
+        {12, 4, 64, 256, true, 2, {600, 3}, 0, .pre_from = 320},
+        /* a window of 64 with the chunk starting below it: p0 < window <= p */
+        {NQ, NKV, D, 64, true, 2, {130, 9}, 0, .pre_from = 30},
+        /* group 4, d 64, from position 0 */
+        {8, 2, 64, 0, false, 2, {260, 17}, 0, .pre_from = 0},
+        /* max_ctx 170 for a run 120..199: rows 170.. NaN (a whole tile of them) */
+        {NQ, NKV, D, 0, false, 2, {200, 10}, 0, .pre_from = 120, .clip = 30},
+        /* d 256 run: the decode kernel for every row even when planned */
+        {16, 2, 256, 0, false, 2, {100, 300}, 1, .pre_from = 200},
     };
     for (size_t i = 0; i < OCT_ARRAY_LEN_T(cases); i++)
         run_attention(&cases[i]);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Milliseconds per call of a batch: the mean of reps calls after a warm-up
+ * (a 2-byte copy synchronizes the device). */
+static double attn_batch_ms(const struct attn_fix *f, const struct attn_batch *b, int reps)
+{
+    uint16_t sink;
+    if (attn_batch_run(f, b) != OCT_OK || !dev_down(&sink, b->dout, 2))
+        return -1.0;
+    const double t0 = now_s();
+    for (int i = 0; i < reps; i++)
+        if (attn_batch_run(f, b) != OCT_OK)
+            return -1.0;
+    if (!dev_down(&sink, b->dout, 2))
+        return -1.0;
+    return (now_s() - t0) * 1e3 / reps;
+}
+
+/* One layer's prefill of an 8192-token prompt at the Llama 3 8B shape (32 / 8
+ * heads, d 128): the planned call (tensor-core tiles) against the decode kernel
+ * on every row (2e-2 max|v|: each is within 2e-2 max|v| / 2 of the reference
+ * in theory, see run_attention), sample rows against attention_ref, and the
+ * time of both (printed; the goal for the tensor-core path is <= 2 ms, i.e.
+ * >= ~275 TFLOP/s counting the 2 n^2 d heads causal FLOPs). */
+static void run_attention_long(bool fp8)
+{
+    const struct attn_case c = {NQ, NKV, D, 0, fp8, 1, {8192}, 0, .pre_from = 0};
+    struct attn_fix f;
+    if (!attn_fix_make(&f, &c)) {
+        CHECKF(false, "attention fixture of 8192 positions");
+        attn_fix_free(&f);
+        return;
+    }
+    const int64_t n = f.m - f.m_dec, qd = f.nq * f.d;
+    int64_t *list = malloc((size_t)n * 8);
+    uint16_t *o_tc = malloc((size_t)(n * qd) * 2), *o_dec = malloc((size_t)(n * qd) * 2);
+    float *ref = malloc((size_t)qd * 4), *sc = malloc((size_t)f.max_ctx * 4);
+    float *qf = malloc((size_t)f.d * 4);
+    REQUIRE(list && o_tc && o_dec && ref && sc && qf);
+    for (int64_t i = 0; i < n; i++)
+        list[i] = f.m_dec + i;
+    struct attn_batch btc, bdec;
+    bool ok = attn_batch_up(&f, list, n, true, &btc);
+    ok = attn_batch_up(&f, list, n, false, &bdec) && ok;
+    CHECKF(ok && btc.nt == 128 && btc.nd == 0, "batches: %lld tiles, %lld decode rows",
+           (long long)btc.nt, (long long)btc.nd);
+    const double ms_tc = ok ? attn_batch_ms(&f, &btc, 20) : -1.0;
+    const double ms_dec = ok ? attn_batch_ms(&f, &bdec, 2) : -1.0;
+    ok = ok && ms_tc > 0.0 && ms_dec > 0.0 && dev_down(o_tc, btc.dout, (size_t)(n * qd) * 2) &&
+         dev_down(o_dec, bdec.dout, (size_t)(n * qd) * 2);
+    CHECKF(ok, "attention calls (%s)", oct_cuda_ops_last_error());
+    double diff = 0.0, err = 0.0;
+    for (int64_t i = 0; ok && i < n * qd; i++) {
+        double e = fabs((double)fb(o_tc[i]) - (double)fb(o_dec[i]));
+        diff = e > diff || isnan(e) ? e : diff;
+    }
+    const int64_t sample[] = {0, 1, 15, 63, 64, 65, 127, 1000, 4095, 4096, 8191};
+    for (size_t k = 0; ok && k < OCT_ARRAY_LEN_T(sample); k++) {
+        attn_ref_row(&f, list[sample[k]], sc, qf, ref);
+        for (int64_t e = 0; e < qd; e++) {
+            double x = fabs((double)fb(o_tc[sample[k] * qd + e]) - (double)ref[e]);
+            err = x > err || isnan(x) ? x : err;
+        }
+    }
+    const double tol = 2e-2 * (double)f.vmax;
+    CHECKF(diff <= tol && err <= tol,
+           "attention 8192 %s: max |tensor cores - decode| %.4g, max err vs reference %.4g "
+           "(tolerance %.4g = 2e-2 max|v|)",
+           fp8 ? "e4m3" : "bf16", diff, err, tol);
+    const double flop = 2.0 * (double)n * (double)n * (double)f.d * (double)f.nq;
+    printf("  attention prefill 8192, %s kv, 32/8 heads, d 128: tensor cores %.3f ms (%.0f "
+           "TFLOP/s causal), decode kernel %.2f ms; max |tc - decode| %.3g, sample rows max err "
+           "%.3g (max|v| %.3g)\n",
+           fp8 ? "e4m3" : "bf16", ms_tc, flop / (ms_tc * 1e9), ms_dec, diff, err, (double)f.vmax);
+    attn_batch_free(&btc);
+    attn_batch_free(&bdec);
+    free(list);
+    free(o_tc);
+    free(o_dec);
+    free(ref);
+    free(sc);
+    free(qf);
+    attn_fix_free(&f);
+}
+
+static void test_attention_long(void)
+{
+    run_attention_long(false);
+    run_attention_long(true);
 }
 
 static void test_gemm_bf16(void)
@@ -1128,15 +1432,28 @@ static void test_bad_shapes(void)
     CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 16, OCT_CUDA_KV_E4M3, d, d, 0.0f, 1.0f, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 1, 6, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* 6 % 4 */
+                             NULL, 0, NULL, 0, d, NULL, 0,
+                             NULL) == OCT_ERR_INVALID_ARG); /* 6 % 4 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 260, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             64, d, NULL, 0, NULL) == OCT_ERR_UNSUPPORTED); /* d > 256 */
+                             64, NULL, 0, NULL, 0, d, NULL, 0,
+                             NULL) == OCT_ERR_UNSUPPORTED); /* d > 256 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             100, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* ctx > 4 x 16 */
+                             100, NULL, 0, NULL, 0, d, NULL, 0,
+                             NULL) == OCT_ERR_INVALID_ARG); /* ctx > 4 x 16 */
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 200, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             3000, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG); /* no workspace */
-    CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, 5, d, d, 1, 1, 1, 0, 64, d, NULL, 0,
-                             NULL) == OCT_ERR_INVALID_ARG);
+                             3000, NULL, 0, NULL, 0, d, NULL, 0,
+                             NULL) == OCT_ERR_INVALID_ARG); /* no workspace */
+    CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, 5, d, d, 1, 1, 1, 0, 64, NULL, 0, NULL,
+                             0, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    /* tile lists: more tiles or decode rows than rows, a missing list */
+    CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
+                             d, 5, d, 0, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
+                             d, 1, d, -1, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
+                             NULL, 1, d, 1, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
+                             d, 1, NULL, 2, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_gemm_bf16(NULL, 1, 16, 16, d, d, NULL, 1.0f, d, false, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_sample(d, 1, 0, d, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
@@ -1163,6 +1480,8 @@ int main(void)
     RUN(test_silu_mul);
     RUN(test_rope);
     RUN(test_attention);
+    if (!quick)
+        RUN(test_attention_long);
     RUN(test_gemm_bf16);
     RUN(test_sample);
     RUN(test_bad_shapes);

@@ -426,7 +426,8 @@ static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_at
     CK(oct_cuda_attention(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, ws->seq, ws->pos,
                           ws->tables, ws->max_blocks, kv->block_size, kv_kind(kv->dtype), kv->k[l],
                           kv->v[l], kv->k_scale[l], kv->v_scale[l], a->scale, a->sliding_window,
-                          ws->d.max_ctx, att, ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
+                          ws->d.max_ctx, NULL, 0, NULL, 0, att, ws->attn_ws, ws->attn_ws_bytes,
+                          impl(be)->stream),
        "attention");
     return OCT_OK;
 }

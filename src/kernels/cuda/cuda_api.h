@@ -208,23 +208,57 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
                              const int32_t *slot, int64_t block_size, int kv_dtype, void *k_cache,
                              void *v_cache, float k_scale, float v_scale, void *stream);
 
-/* Causal paged attention (flash decoding).  Row t is the query at position
- * p = row_pos[t] of sequence row_seq[t] (whose K/V for 0..p are in the cache,
- * blocks block_tables[seq * max_blocks + j / block_size]); query head h reads KV
- * head h / (n_q / n_kv); s_j = (q . k_j) * scale for j in [j0, p], j0 = p -
+/* Causal paged attention.  Row t is the query at position p = row_pos[t] of
+ * sequence row_seq[t] (whose K/V for 0..p are in the cache, blocks
+ * block_tables[seq * max_blocks + j / block_size]); query head h reads KV head
+ * h / (n_q / n_kv); s_j = (q . k_j) * scale for j in [j0, p], j0 = p -
  * sliding_window + 1 when sliding_window > 0 and p >= sliding_window, else 0;
  * out [m, n_q d] bf16 = sum softmax(s)_j v_j (f32, max subtracted).  p must be
  * < max_ctx (the workspace's size); a row with p < 0 writes zeros, one with
  * p >= max_ctx NaNs.  n_q % n_kv == 0, d % 4 == 0, d <= 256.  ws: at least
  * oct_cuda_attention_workspace_bytes(m, n_q, d, max_ctx) bytes (16-byte aligned;
- * may be NULL when that is 0). */
+ * may be NULL when that is 0).
+ *
+ * Two kernels share the rows.  n_tiles == 0: flash decoding over all m rows
+ * (tiles and drows unused; the CUDA-graph decode path).  n_tiles > 0: tiles and
+ * drows are DEVICE copies of what oct_cuda_attention_plan produced for these
+ * rows: a tensor-core kernel (FlashAttention-2 style, bf16 mma, P rounded to
+ * bf16 for the PV product; no workspace) runs the query tiles, flash decoding
+ * the n_drows rows of drows (partitioned for n_drows rows; ws as above still
+ * covers it).  Where the tensor-core kernel does not apply (head_dim other than
+ * 64 / 128, a qkv / cache / out pointer not 16-byte aligned, max_ctx or
+ * block_size over 2^30), flash decoding runs all m rows.  A tile's rows at
+ * p >= max_ctx write NaNs as well; tiles read no key at or past max_ctx.
+ * OCTET_CUDA_ATTN=decode (read once) keeps every row on flash decoding;
+ * OCTET_CUDA_ATTN_HEADS=1 gives each tensor-core block one query head (default:
+ * two of a GQA group, sharing the K/V tiles, where the group is even). */
 size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,
                               const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
                               int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
                               float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
-                              uint16_t *out, void *ws, size_t ws_bytes, void *stream);
+                              const int32_t *tiles, int64_t n_tiles, const int32_t *drows,
+                              int64_t n_drows, uint16_t *out, void *ws, size_t ws_bytes,
+                              void *stream);
+
+/* Query rows per tile of the tensor-core attention kernel, and the shortest run
+ * of consecutive positions that becomes tiles. */
+#define OCT_CUDA_ATTN_TILE 64
+#define OCT_CUDA_ATTN_MIN_RUN 16
+
+/* Splits a batch's rows for attention (host memory in and out; compiled in
+ * every build).  Runs of at least OCT_CUDA_ATTN_MIN_RUN consecutive batch rows
+ * that are consecutive positions of one sequence (row_seq equal, row_pos rising
+ * by 1) become query tiles of up to OCT_CUDA_ATTN_TILE rows: tiles[2i] its first
+ * row, tiles[2i+1] its row count.  Every other row is listed in drows
+ * (ascending).  tiles has room for 2*m ints, drows for m.  Returns the number of
+ * tiles; *n_drows the number of drows.  Rows with row_pos < 0 (padding) go to
+ * drows.  Positions are not checked against max_ctx (the kernels handle those
+ * rows).  m < 0, m > INT32_MAX or a NULL pointer (arrays may be NULL when m is
+ * 0): -1, *n_drows 0 (when n_drows is not NULL). */
+int64_t oct_cuda_attention_plan(const int32_t *row_seq, const int32_t *row_pos, int64_t m,
+                                int32_t *tiles, int32_t *drows, int64_t *n_drows);
 
 /* gu [m, 2I] bf16 = gate | up halves -> v = g / (1 + expf(-g)) * u, written per
  * out ([m, I]). */

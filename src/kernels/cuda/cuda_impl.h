@@ -469,4 +469,29 @@ oct_status oct_cuda_ops_fail(oct_status st, const char *fmt, ...)
 /* After a launch: OCT_OK, or OCT_ERR_INTERNAL naming op and the CUDA error. */
 oct_status oct_cuda_ops_launched(const char *op);
 
+/* ---- tensor-core prefill attention (ops_attention_prefill.cu) ----
+ * The query tiles of oct_cuda_attention (tiles [n_tiles][2] = first row, row
+ * count, device memory), the other arguments as there.  bs_shift: log2 of a
+ * power-of-two block size, else -1. */
+typedef struct oct_attn_prefill_args {
+    const uint16_t *qkv; /* [m, (n_q + 2 n_kv) d] */
+    int64_t n_q, n_kv, d;
+    const int32_t *row_seq, *row_pos; /* [m] */
+    const int32_t *bt;                /* [n_seqs, max_blocks] */
+    int64_t max_blocks, bs;
+    int bs_shift;
+    const void *kc, *vc; /* [n_blocks][n_kv][bs][d] bf16 or E4M3 codes */
+    bool fp8;
+    float k_scale, v_scale, scale;
+    int64_t window, max_ctx;
+    const int32_t *tiles; /* [n_tiles][2] */
+    int64_t n_tiles;
+    uint16_t *out; /* [m, n_q d] */
+} oct_attn_prefill_args;
+/* The kernel covers these arguments: head_dim 64 or 128, 16-byte aligned qkv,
+ * caches and out, max_ctx and block size <= 2^30, few enough heads for the grid. */
+bool oct_cuda_attention_prefill_fits(const oct_attn_prefill_args *a);
+/* Launches it on st over a->n_tiles (> 0) tiles; the launch's error. */
+cudaError_t oct_cuda_attention_prefill_launch(const oct_attn_prefill_args *a, cudaStream_t st);
+
 #endif

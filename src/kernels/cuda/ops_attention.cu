@@ -13,6 +13,10 @@
 // partition to the workspace and attn_reduce merges them.  FP8 codes are
 // widened in registers (exact in half precision) and their scales applied once:
 // s = (q . code_k) * (scale * k_scale), out = (sum p code_v) * v_scale / sum p.
+//
+// With query tiles from oct_cuda_attention_plan, the tiles go to the tensor-core
+// kernel (ops_attention_prefill.cu) and this one runs the listed rows only: its
+// block x takes row rows[x], the workspace slots are indexed by x.
 #include "kernels/cuda/cuda_impl.h"
 
 namespace
@@ -71,7 +75,9 @@ struct AttnArgs {
     uint16_t *out;
     float *ws_m, *ws_l, *ws_acc; // [m][n_q][max_parts] (acc: [..][d])
     int max_parts;
-    int group, gsplit; // query heads per KV head, blocks per group
+    int group, gsplit;   // query heads per KV head, blocks per group
+    int gc;              // query heads per block (the kernel's GC)
+    const int32_t *rows; // block x runs row rows[x] (NULL: row x)
 };
 
 // Window start and partition count of a row at position p.
@@ -106,7 +112,7 @@ __device__ __forceinline__ void load4(const void *cache, int64_t idx, float (&f)
 template <int NC, int GC, bool FP8>
 __global__ void __launch_bounds__(kAttnThreads) attn_kernel(AttnArgs a)
 {
-    const int64_t t = blockIdx.x;
+    const int64_t x = blockIdx.x, t = a.rows ? a.rows[x] : x;
     const int kvh = (int)blockIdx.y / a.gsplit, gsub = (int)blockIdx.y % a.gsplit;
     const int h0 = kvh * a.group + gsub * GC;
     const int ng = min(GC, a.group - gsub * GC);
@@ -269,7 +275,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_kernel(AttnArgs a)
         if (nparts == 1) {
             a.out[t * qd + h * d + e] = oct_f32_to_bf16_dev(A / L);
         } else {
-            const int64_t slot = (t * a.n_q + h) * a.max_parts + part;
+            const int64_t slot = (x * a.n_q + h) * a.max_parts + part;
             a.ws_acc[slot * d + e] = A;
             if (e == 0) {
                 a.ws_m[slot] = M;
@@ -279,10 +285,10 @@ __global__ void __launch_bounds__(kAttnThreads) attn_kernel(AttnArgs a)
     }
 }
 
-// Merges the partitions of rows that needed more than one: grid (m, n_q).
+// Merges the partitions of rows that needed more than one: grid (rows, n_q).
 __global__ void __launch_bounds__(128) attn_reduce(AttnArgs a)
 {
-    const int64_t t = blockIdx.x, h = blockIdx.y, d = a.d;
+    const int64_t x = blockIdx.x, t = a.rows ? a.rows[x] : x, h = blockIdx.y, d = a.d;
     const int64_t p = a.row_pos[t];
     if (p < 0 || p >= a.max_ctx)
         return;
@@ -290,7 +296,7 @@ __global__ void __launch_bounds__(128) attn_reduce(AttnArgs a)
     const int nparts = (int)((p - j0 + a.part) / a.part);
     if (nparts <= 1)
         return;
-    const int64_t slot0 = (t * a.n_q + h) * a.max_parts;
+    const int64_t slot0 = (x * a.n_q + h) * a.max_parts;
     float M = -INFINITY;
     for (int i = 0; i < nparts; i++)
         M = fmaxf(M, a.ws_m[slot0 + i]);
@@ -380,22 +386,24 @@ extern "C" size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int
     return b;
 }
 
-extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
-                                         int64_t d, const int32_t *row_seq, const int32_t *row_pos,
-                                         const int32_t *block_tables, int64_t max_blocks,
-                                         int64_t block_size, int kv_dtype, const void *k_cache,
-                                         const void *v_cache, float k_scale, float v_scale,
-                                         float scale, int64_t sliding_window, int64_t max_ctx,
-                                         uint16_t *out, void *ws, size_t ws_bytes, void *stream)
+namespace
+{
+
+oct_status attn_check(int64_t m, int64_t n_q, int64_t n_kv, int64_t d, int64_t block_size,
+                      int64_t max_blocks, int64_t max_ctx, int kv_dtype, bool ptrs_ok,
+                      int64_t n_tiles, int64_t n_drows, bool lists_ok)
 {
     if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || block_size <= 0 || max_blocks <= 0 ||
-        max_ctx <= 0 || m > INT32_MAX ||
-        (m > 0 && (!qkv || !row_seq || !row_pos || !block_tables || !k_cache || !v_cache || !out)))
+        max_ctx <= 0 || m > INT32_MAX || (m > 0 && !ptrs_ok))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
                                  "attention: m %lld, n_q %lld, n_kv %lld, d %lld, block %lld, "
                                  "max_blocks %lld, max_ctx %lld",
                                  (long long)m, (long long)n_q, (long long)n_kv, (long long)d,
                                  (long long)block_size, (long long)max_blocks, (long long)max_ctx);
+    if (n_tiles < 0 || n_tiles > m || n_drows < 0 || n_drows > m || !lists_ok)
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
+                                 "attention: %lld tiles, %lld decode rows of %lld rows",
+                                 (long long)n_tiles, (long long)n_drows, (long long)m);
     if (n_q % n_kv != 0)
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
                                  "attention: %lld query heads over %lld KV heads", (long long)n_q,
@@ -409,24 +417,101 @@ extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t
     if (d % 4 != 0 || d > 256)
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
                                  "attention: head_dim %lld (d %% 4 == 0, <= 256)", (long long)d);
-    const bool fp8 = kv_dtype == OCT_CUDA_KV_E4M3;
-    const uintptr_t al = fp8 ? 3u : 7u;
-    if (((uintptr_t)qkv & 7u) || ((uintptr_t)k_cache & al) || ((uintptr_t)v_cache & al))
-        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: misaligned qkv or cache");
-    const int64_t group = n_q / n_kv, parts = max_parts_for(max_ctx, part_for(m));
+    return OCT_OK;
+}
+
+// Flash decoding over n rows (rows: their batch rows, NULL: rows 0..n-1): fills
+// a's per-launch fields after the checks.
+oct_status decode_setup(AttnArgs &a, const int32_t *rows, int64_t n, void *ws, size_t ws_bytes)
+{
+    if (n == 0) // nothing to launch
+        return OCT_OK;
+    const int64_t group = a.n_q / a.n_kv, parts = max_parts_for(a.max_ctx, part_for(n));
     const int gc = group >= 8 ? 8 : group >= 4 ? 4 : group >= 2 ? 2 : 1;
     const int64_t gsplit = (group + gc - 1) / gc;
-    if (n_kv * gsplit > 65535 || parts > 65535)
+    if (a.n_kv * gsplit > 65535 || parts > 65535)
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: %lld KV heads, %lld partitions",
-                                 (long long)n_kv, (long long)parts);
-    const size_t need = ws_bytes_for(m, n_q, d, max_ctx);
+                                 (long long)a.n_kv, (long long)parts);
+    const size_t need = ws_bytes_for(n, a.n_q, a.d, a.max_ctx);
     if (need > 0 && (!ws || ws_bytes < need || ((uintptr_t)ws & 15u)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
                                  "attention: workspace of %zu bytes at %p (needs %zu, aligned)",
                                  ws_bytes, ws, need);
-    if (m == 0)
+    const size_t slots = (size_t)n * (size_t)a.n_q * (size_t)parts;
+    a.part = part_for(n);
+    a.ws_m = need ? static_cast<float *>(ws) : nullptr;
+    a.ws_l = need ? a.ws_m + slots : nullptr;
+    a.ws_acc = need ? a.ws_l + slots : nullptr;
+    a.max_parts = (int)parts;
+    a.group = (int)group;
+    a.gsplit = (int)gsplit;
+    a.gc = gc;
+    a.rows = rows;
+    return OCT_OK;
+}
+
+oct_status decode_launch(const AttnArgs &a, int64_t n, bool fp8, cudaStream_t st)
+{
+    if (n == 0)
         return OCT_OK;
-    AttnArgs a;
+    const dim3 grid((unsigned)n, (unsigned)(a.n_kv * a.gsplit), (unsigned)a.max_parts);
+    cudaError_t e = a.d <= 128 ? launch_attn_g<1>(a, a.gc, fp8, grid, st)
+                               : launch_attn_g<2>(a, a.gc, fp8, grid, st);
+    if (e != cudaSuccess)
+        return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "attention: %s", cudaGetErrorString(e));
+    if (a.max_parts > 1) {
+        attn_reduce<<<dim3((unsigned)n, (unsigned)a.n_q), 128, 0, st>>>(a);
+        return oct_cuda_ops_launched("attention reduce");
+    }
+    return OCT_OK;
+}
+
+int bs_log2(int64_t bs)
+{
+    if (bs <= 0 || (bs & (bs - 1)) != 0)
+        return -1;
+    int s = 0;
+    while (((int64_t)1 << s) < bs)
+        s++;
+    return s;
+}
+
+// The tensor-core kernel's arguments: the decode arguments' fields, the tiles.
+oct_attn_prefill_args prefill_args(const AttnArgs &a, bool fp8, const int32_t *tiles,
+                                   int64_t n_tiles)
+{
+    oct_attn_prefill_args p;
+    p.qkv = a.qkv;
+    p.n_q = a.n_q;
+    p.n_kv = a.n_kv;
+    p.d = a.d;
+    p.row_seq = a.row_seq;
+    p.row_pos = a.row_pos;
+    p.bt = a.bt;
+    p.max_blocks = a.max_blocks;
+    p.bs = a.bs;
+    p.bs_shift = bs_log2(a.bs);
+    p.kc = a.kc;
+    p.vc = a.vc;
+    p.fp8 = fp8;
+    p.k_scale = a.k_scale;
+    p.v_scale = a.v_scale;
+    p.scale = a.scale;
+    p.window = a.window;
+    p.max_ctx = a.max_ctx;
+    p.tiles = tiles;
+    p.n_tiles = n_tiles;
+    p.out = a.out;
+    return p;
+}
+
+AttnArgs attn_args(const uint16_t *qkv, int64_t n_q, int64_t n_kv, int64_t d,
+                   const int32_t *row_seq, const int32_t *row_pos, const int32_t *block_tables,
+                   int64_t max_blocks, int64_t block_size, const void *k_cache, const void *v_cache,
+                   float k_scale, float v_scale, float scale, int64_t sliding_window,
+                   int64_t max_ctx, uint16_t *out)
+{
+    AttnArgs a = {};
     a.qkv = qkv;
     a.n_q = n_q;
     a.n_kv = n_kv;
@@ -443,24 +528,43 @@ extern "C" oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t
     a.scale = scale;
     a.window = sliding_window;
     a.max_ctx = max_ctx;
-    a.part = part_for(m);
     a.out = out;
-    const size_t slots = (size_t)m * (size_t)n_q * (size_t)parts;
-    a.ws_m = need ? static_cast<float *>(ws) : nullptr;
-    a.ws_l = need ? a.ws_m + slots : nullptr;
-    a.ws_acc = need ? a.ws_l + slots : nullptr;
-    a.max_parts = (int)parts;
-    a.group = (int)group;
-    a.gsplit = (int)gsplit;
+    return a;
+}
+
+} // namespace
+
+extern "C" oct_status oct_cuda_attention(
+    const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d, const int32_t *row_seq,
+    const int32_t *row_pos, const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
+    int kv_dtype, const void *k_cache, const void *v_cache, float k_scale, float v_scale,
+    float scale, int64_t sliding_window, int64_t max_ctx, const int32_t *tiles, int64_t n_tiles,
+    const int32_t *drows, int64_t n_drows, uint16_t *out, void *ws, size_t ws_bytes, void *stream)
+{
+    const bool ptrs_ok = qkv && row_seq && row_pos && block_tables && k_cache && v_cache && out;
+    const bool lists_ok = n_tiles == 0 || (tiles && (n_drows == 0 || drows));
+    oct_status s = attn_check(m, n_q, n_kv, d, block_size, max_blocks, max_ctx, kv_dtype, ptrs_ok,
+                              n_tiles, n_drows, lists_ok);
+    if (s != OCT_OK)
+        return s;
+    const bool fp8 = kv_dtype == OCT_CUDA_KV_E4M3;
+    const uintptr_t al = fp8 ? 3u : 7u;
+    if (((uintptr_t)qkv & 7u) || ((uintptr_t)k_cache & al) || ((uintptr_t)v_cache & al))
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: misaligned qkv or cache");
+    AttnArgs a =
+        attn_args(qkv, n_q, n_kv, d, row_seq, row_pos, block_tables, max_blocks, block_size,
+                  k_cache, v_cache, k_scale, v_scale, scale, sliding_window, max_ctx, out);
     cudaStream_t st = oct_cuda_stream(stream);
-    const dim3 grid((unsigned)m, (unsigned)(n_kv * gsplit), (unsigned)parts);
-    cudaError_t e =
-        d <= 128 ? launch_attn_g<1>(a, gc, fp8, grid, st) : launch_attn_g<2>(a, gc, fp8, grid, st);
-    if (e != cudaSuccess)
-        return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "attention: %s", cudaGetErrorString(e));
-    if (parts > 1) {
-        attn_reduce<<<dim3((unsigned)m, (unsigned)n_q), 128, 0, st>>>(a);
-        return oct_cuda_ops_launched("attention reduce");
+    const oct_attn_prefill_args p = prefill_args(a, fp8, tiles, n_tiles);
+    if (m == 0 || n_tiles == 0 || !oct_cuda_attention_prefill_fits(&p)) {
+        s = decode_setup(a, nullptr, m, ws, ws_bytes);
+        return s != OCT_OK ? s : decode_launch(a, m, fp8, st);
     }
-    return OCT_OK;
+    s = decode_setup(a, drows, n_drows, ws, ws_bytes);
+    if (s != OCT_OK)
+        return s;
+    const cudaError_t e = oct_cuda_attention_prefill_launch(&p, st);
+    if (e != cudaSuccess)
+        return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "attention prefill: %s", cudaGetErrorString(e));
+    return decode_launch(a, n_drows, fp8, st);
 }
