@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_api.h"
 #include "model/model.h"
 
@@ -69,6 +70,14 @@ oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_mod
         strcmp(kv, "f32") == 0)
         eff->kv_cache_dtype = "bf16";
     return oct_backend_cuda_create(0, eff->enforce_eager, be, err);
+}
+
+uint64_t oct_model_device_used(const oct_model *m)
+{
+    size_t free_b = 0, total = 0;
+    if (m->be == oct_backend_cpu() || oct_cuda_mem_info(&free_b, &total) != OCT_OK)
+        return 0;
+    return (uint64_t)(total - free_b);
 }
 
 oct_status oct_model_adopt_constants(oct_model *m, oct_error *err)

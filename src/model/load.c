@@ -66,6 +66,31 @@ static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, 
     return OCT_OK;
 }
 
+/* unit_read_f32 of rows [r0, r0+n) split over the threads: the page faults
+ * on the mapped checkpoint and the widening run in parallel (a serial read
+ * of an 8B checkpoint from the page cache takes tens of seconds).  The first
+ * failing piece's error is returned. */
+static oct_status unit_read_f32_par(const oct_plan_group *g, int64_t r0, int64_t n, float *dst,
+                                    oct_error *err)
+{
+    const int64_t piece = 8;
+    const int64_t np = oct_ceil_div(n, piece);
+    oct_status st = OCT_OK;
+#pragma omp parallel for schedule(dynamic, 1) if (np > 1)
+    for (int64_t i = 0; i < np; i++) {
+        oct_error e;
+        const int64_t a = i * piece, c = OCT_MIN(piece, n - a);
+        if (unit_read_f32(g, r0 + a, c, dst + a * g->k, &e) != OCT_OK) {
+#pragma omp critical(octet_load_err)
+            if (st == OCT_OK) {
+                st = e.status;
+                *err = e;
+            }
+        }
+    }
+    return st;
+}
+
 static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void *scales,
                                   float *chunk, oct_error *err)
 {
@@ -77,7 +102,7 @@ static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void 
         bool nan = false;
         for (int64_t r = 0; r < N; r += ROW_CHUNK) {
             int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-            if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+            if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
                 return st;
             float a = oct_quant_amax(chunk, (size_t)(n * K));
             nan |= a != a;
@@ -93,7 +118,7 @@ static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void 
         *(float *)scales = s;
         for (int64_t r = 0; r < N; r += ROW_CHUNK) {
             int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-            if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+            if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
                 return st;
             oct_quant_mul_cast(OCT_FP8_E4M3FN, chunk, (size_t)(n * K), 1.0f / s, codes + r * K);
         }
@@ -102,7 +127,7 @@ static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void 
     int64_t nbc = oct_ceil_div(K, 128);
     for (int64_t r = 0; r < N; r += ROW_CHUNK) {
         int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-        if ((st = unit_read_f32(g, r, n, chunk, err)) != OCT_OK)
+        if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
             return st;
         if (g->online == OCT_ONLINE_PER_BLOCK)
             st = oct_quant_blocks(OCT_FP8_E4M3FN, chunk, n, K, 128, 128, codes + r * K,
@@ -190,9 +215,10 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
         for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
             int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
             if (d->weight_type == OCT_WEIGHT_F32) {
-                st = unit_read_f32(g, r, n, (float *)w + r * g->k, err);
-            } else if ((st = unit_read_f32(g, r, n, chunk, err)) == OCT_OK) {
+                st = unit_read_f32_par(g, r, n, (float *)w + r * g->k, err);
+            } else if ((st = unit_read_f32_par(g, r, n, chunk, err)) == OCT_OK) {
                 uint16_t *wb = (uint16_t *)w + r * g->k;
+#pragma omp parallel for schedule(static) if (n * g->k > (1 << 16))
                 for (int64_t i = 0; i < n * g->k; i++)
                     wb[i] = oct_f32_to_bf16(chunk[i]); /* exact for BF16 checkpoints */
             }
@@ -329,6 +355,7 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     clock_gettime(CLOCK_MONOTONIC, &t0);
     oct_model_opts eff;
     oct_status st = oct_model_device(dir, opts, &eff, &m->be, err);
+    const uint64_t dev0 = st == OCT_OK ? oct_model_device_used(m) : 0;
     if (st == OCT_OK)
         st = oct_plan_build(dir, &eff, &m->plan, err);
     if (st != OCT_OK)
@@ -444,6 +471,10 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     OCT_INFO("%s", p->summary);
     OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB", m->load_seconds,
              (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
+    const uint64_t dev1 = oct_model_device_used(m);
+    if (dev1 > dev0) /* the plan's weights, plus the embedding table the GPU keeps */
+        OCT_INFO("GPU memory: %.1f MB for the model (the plan's %.1f MB and the embedding table)",
+                 (double)(dev1 - dev0) / 1e6, (double)p->model_bytes / 1e6);
     return OCT_OK;
 }
 

@@ -176,6 +176,13 @@ void oct_fwd_ws_free(oct_fwd_ws *ws);
 oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
                        const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                        const bool *want_logits, float *logits, oct_error *err);
+/* The same, with the rows wanted sampled on the device (req, ids, logprobs
+ * [n_out]; logprobs may be NULL): OCT_ERR_UNSUPPORTED on a backend without
+ * device sampling (the CPU). */
+oct_status oct_forward_sample(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                              const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                              const bool *want_logits, const oct_sample_req *req, int32_t *ids,
+                              float *logprobs, oct_error *err);
 
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err);
@@ -188,6 +195,8 @@ oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_mod
 /* Hands the model's constants (norm weights, RoPE frequencies, embedding
  * table) to its backend. */
 oct_status oct_model_adopt_constants(oct_model *m, oct_error *err);
+/* GPU memory in use now, all of it (bytes; 0 on the CPU backend). */
+uint64_t oct_model_device_used(const oct_model *m);
 
 /* Peak resident set size of this process (bytes; 0 where unknown). */
 uint64_t oct_rss_peak_bytes(void);
