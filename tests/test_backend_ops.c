@@ -113,7 +113,7 @@ static void rmsnorm_ref(float *y, const float *x, const float *w, int64_t n, flo
     oct_error e;
     float *xc = malloc((size_t)n * sizeof(float));
     memcpy(xc, x, (size_t)n * sizeof(float));
-    be->ops->rmsnorm(be, xc, NULL, 0.0f, w, NULL, 1, n, eps, y, &e);
+    be->ops->rmsnorm(be, xc, NULL, 0.0f, w, NULL, 1, n, eps, NULL, y, &e);
     free(xc);
 }
 
@@ -148,7 +148,7 @@ static float silu_mul_ref(float g, float u)
     oct_backend *be = oct_backend_cpu();
     oct_error e;
     float gu[2] = {g, u}, y = 0.0f;
-    be->ops->silu_mul(be, 1, 1, gu, &y, &e);
+    be->ops->silu_mul(be, 1, 1, gu, NULL, &y, &e);
     return y;
 }
 
@@ -471,8 +471,10 @@ static oct_status rms_call(void *c, int64_t m, const oct_cuda_act *out)
 static void test_rmsnorm(void)
 {
     const int64_t ms[4] = {1, 3, 17, 100};
-    const int64_t ks[2] = {H, 200}; /* 200: a partial last 1x128 group */
-    for (int ki = 0; ki < 2; ki++)
+    /* 200: a partial last 1x128 group; 4100: not a multiple of 8 (the strided
+     * kernel); 40000: 8 chunks of 8 per thread on the register path */
+    const int64_t ks[4] = {H, 200, 4100, 40000};
+    for (int ki = 0; ki < 4; ki++)
         for (int mi = 0; mi < 4; mi++) {
             const int64_t m = ms[mi], k = ks[ki];
             if (k != H && m != 17)
@@ -543,9 +545,11 @@ static oct_status silu_call(void *c, int64_t m, const oct_cuda_act *out)
 
 static void test_silu_mul(void)
 {
-    const int64_t ms[3] = {1, 3, 17};
-    for (int mi = 0; mi < 3; mi++) {
-        const int64_t m = ms[mi], I = INTER;
+    /* INTER on the register path, 1000 with a partial last group, 1004 (not a
+     * multiple of 8) on the strided kernel */
+    const int64_t ms[5] = {1, 3, 17, 3, 3}, is[5] = {INTER, INTER, INTER, 1000, 1004};
+    for (int mi = 0; mi < 5; mi++) {
+        const int64_t m = ms[mi], I = is[mi];
         const size_t n = (size_t)(m * I);
         uint16_t *gu = malloc(n * 4);
         float *ref = malloc(n * 4);

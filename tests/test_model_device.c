@@ -6,7 +6,10 @@
  *   - greedy decoding, 32 tokens: equal ids, or, at the first divergence, the
  *     CPU's top-2 log-probability margin below MARGIN_TOL (a near-tie that bf16
  *     rounding may flip), printed;
- *   - `octet eval` perplexity within 0.1% of the CPU's.
+ *   - `octet eval` perplexity within 0.1% of the CPU's;
+ *   - sampling on the device (oct_session_forward_sample): greedy ids equal
+ *     to the host argmax of the same device logits, and top-k draws inside
+ *     the host's top k.
  * Without a GPU it prints "skipped: no GPU". */
 #include <math.h>
 #include <stdio.h>
@@ -175,6 +178,96 @@ static void test_logits_and_greedy(void)
     oct_tokenizer_free(tok);
 }
 
+/* The rank of id among logits (0: the largest). */
+static int64_t rank_of(const float *l, int64_t V, int32_t id)
+{
+    int64_t r = 0;
+    for (int64_t i = 0; i < V; i++)
+        r += l[i] > l[id];
+    return r;
+}
+
+/* Session A fetches logits, session B samples on the device, both fed B's
+ * ids: greedy B equals argmax(A); a top-k draw lies within A's top k. */
+static void device_sampling_case(oct_model *m, const oct_sampling *sp, const int32_t *prompt,
+                                 int64_t n_prompt)
+{
+    const int64_t V = oct_model_vocab_size(m);
+    oct_session *a = NULL, *b = NULL;
+    oct_error e;
+    REQUIRE(oct_session_create(m, 1, n_prompt + N_GEN + 1, &a, &e) == OCT_OK);
+    REQUIRE(oct_session_create(m, 1, n_prompt + N_GEN + 1, &b, &e) == OCT_OK);
+    CHECK(oct_session_samples_on_device(b, sp));
+    float *logits = malloc((size_t)V * 4);
+    int32_t seq[512] = {0};
+    int64_t pos[512];
+    bool want[512] = {0};
+    for (int64_t i = 0; i < n_prompt; i++)
+        pos[i] = i;
+    want[n_prompt - 1] = true;
+    int32_t id = -1;
+    oct_status st = oct_session_forward(a, n_prompt, prompt, seq, pos, want, logits, &e);
+    if (st == OCT_OK)
+        st = oct_session_forward_sample(b, n_prompt, prompt, seq, pos, want, sp, 0, &id, &e);
+    int64_t worst = 0;
+    for (int g = 0; st == OCT_OK && g < N_GEN; g++) {
+        const int64_t r = rank_of(logits, V, id);
+        worst = r > worst ? r : worst;
+        if (sp->temperature == 0.0f)
+            CHECKF(id == argmax(logits, V), "token %d: device greedy %d, host argmax %d", g, id,
+                   argmax(logits, V));
+        else
+            CHECKF(r < sp->top_k, "token %d: drawn id %d has rank %lld (top_k %d)", g, id,
+                   (long long)r, sp->top_k);
+        int64_t p = n_prompt + g;
+        int32_t in = id;
+        st = oct_session_forward(a, 1, &in, seq, &p, NULL, logits, &e);
+        if (st == OCT_OK)
+            st = oct_session_forward_sample(b, 1, &in, seq, &p, NULL, sp, (uint64_t)g + 1, &id, &e);
+    }
+    CHECKF(st == OCT_OK, "device sampling: %s", e.message);
+    printf("  device sampling, temperature %.1f top_k %d: %d tokens, worst host rank %lld\n",
+           (double)sp->temperature, sp->top_k, N_GEN, (long long)worst);
+    free(logits);
+    oct_session_free(a);
+    oct_session_free(b);
+}
+
+static void test_device_sampling(void)
+{
+    oct_tokenizer *tok = NULL;
+    oct_error e;
+    REQUIRE(oct_tokenizer_load(MODEL, &tok, &e) == OCT_OK);
+    const char *text = "The committee had been asked to report on the state of the schools";
+    oct_token_ids ids = {0};
+    REQUIRE(oct_tokenizer_encode(tok, text, strlen(text), true, &ids, &e) == OCT_OK);
+    const scheme fp8 = {"fp8", NULL};
+    oct_model *md = load(&fp8, "cuda"), *mc = load(&fp8, "cpu");
+    if (md && mc) {
+        oct_sampling sp;
+        oct_sampling_default(&sp);
+        sp.temperature = 0.0f;
+        device_sampling_case(md, &sp, ids.ids, ids.n);
+        sp.temperature = 0.8f;
+        sp.top_k = 20;
+        sp.seed = 7;
+        device_sampling_case(md, &sp, ids.ids, ids.n);
+        /* penalties, or the CPU backend: the host sampler's job */
+        oct_session *s = NULL;
+        REQUIRE(oct_session_create(mc, 1, 64, &s, &e) == OCT_OK);
+        CHECK(!oct_session_samples_on_device(s, &sp));
+        oct_session_free(s);
+        REQUIRE(oct_session_create(md, 1, 64, &s, &e) == OCT_OK);
+        sp.repetition_penalty = 1.1f;
+        CHECK(!oct_session_samples_on_device(s, &sp));
+        oct_session_free(s);
+    }
+    oct_model_free(md);
+    oct_model_free(mc);
+    oct_token_ids_free(&ids);
+    oct_tokenizer_free(tok);
+}
+
 static double eval_ppl(const char *device, const scheme *sc)
 {
     const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
@@ -216,5 +309,6 @@ int main(void)
     }
     RUN(test_logits_and_greedy);
     RUN(test_eval_perplexity);
+    RUN(test_device_sampling);
     return testlib_finish();
 }

@@ -70,16 +70,59 @@ typedef struct text_acc {
 
 /* The prompt and four decode steps on sequence 0, then the sequence freed:
  * the timed run that follows finds every shape's kernel choice made. */
-static oct_status warm_up(oct_session *sess, const oct_token_ids *ids, const int32_t *seqs,
-                          const int64_t *pos, const bool *want, float *logits, oct_error *err)
+/* Where the next token comes from: the device's sampler when the session
+ * has one and no penalties are asked for (only the id crosses to the host),
+ * else the logits and the host sampler. */
+typedef struct next_src {
+    oct_session *sess;
+    const oct_sampling *sp;
+    oct_sampler *smp;
+    float *logits; /* [V] */
+    bool device;
+    uint64_t step; /* the device draw's counter */
+} next_src;
+
+/* One forward pass over n tokens of sequence 0 whose last row gives *next
+ * (history: the tokens so far, for penalties). */
+static oct_status next_token(next_src *g, int64_t n, const int32_t *toks, const int32_t *seqs,
+                             const int64_t *pos, const bool *want, const int32_t *hist,
+                             int64_t n_hist, int32_t *next, oct_error *err)
 {
-    oct_status st = oct_session_forward(sess, ids->n, ids->ids, seqs, pos, want, logits, err);
-    for (int64_t i = 0; st == OCT_OK && i < 4; i++) {
-        int32_t sq = 0, tok = ids->ids[0];
-        int64_t p = ids->n + i;
-        st = oct_session_forward(sess, 1, &tok, &sq, &p, NULL, logits, err);
+    if (g->device)
+        return oct_session_forward_sample(g->sess, n, toks, seqs, pos, want, g->sp, g->step++, next,
+                                          err);
+    oct_status st = oct_session_forward(g->sess, n, toks, seqs, pos, want, g->logits, err);
+    if (st == OCT_OK && oct_sampler_sample(g->smp, g->logits, hist, n_hist, next) != OCT_OK) {
+        snprintf(err->message, sizeof err->message,
+                 "the model produced non-finite logits (NaN or +Inf)");
+        return OCT_ERR_INVALID_ARG;
     }
-    oct_session_reset_seq(sess, 0);
+    return st;
+}
+
+/* One untimed pass down the same path (the host sampler's random state is
+ * left alone). */
+static oct_status warm_pass(next_src *g, int64_t n, const int32_t *toks, const int32_t *seqs,
+                            const int64_t *pos, const bool *want, oct_error *err)
+{
+    int32_t tok;
+    if (g->device)
+        return oct_session_forward_sample(g->sess, n, toks, seqs, pos, want, g->sp, 0, &tok, err);
+    return oct_session_forward(g->sess, n, toks, seqs, pos, want, g->logits, err);
+}
+
+/* --warmup: the prompt and 4 decode steps once, untimed (kernel choices and
+ * CUDA graphs are made here), then the cache is cleared. */
+static oct_status warm_up(next_src *g, const oct_token_ids *ids, const int32_t *seqs,
+                          const int64_t *pos, const bool *want, oct_error *err)
+{
+    oct_status st = warm_pass(g, ids->n, ids->ids, seqs, pos, want, err);
+    for (int64_t i = 0; st == OCT_OK && i < 4; i++) {
+        int32_t sq = 0, in = ids->ids[0];
+        int64_t p = ids->n + i;
+        st = warm_pass(g, 1, &in, &sq, &p, NULL, err);
+    }
+    oct_session_reset_seq(g->sess, 0);
     return st;
 }
 
@@ -406,22 +449,16 @@ int cli_generate(int argc, char **argv)
     want[ids.n - 1] = true;
     for (int i = 0; i < n_stops; i++)
         max_stop = strlen(stops[i]) > max_stop ? strlen(stops[i]) : max_stop;
-    st = warmup ? warm_up(sess, &ids, seqs, pos, want, logits, &err) : OCT_OK;
+    next_src src = {sess, &sp, smp, logits, oct_session_samples_on_device(sess, &sp), 0};
+    st = warmup ? warm_up(&src, &ids, seqs, pos, want, &err) : OCT_OK;
     double t1 = now_s();
+    int32_t next = -1;
     if (st == OCT_OK)
-        st = oct_session_forward(sess, ids.n, ids.ids, seqs, pos, want, logits, &err);
+        st = next_token(&src, ids.n, ids.ids, seqs, pos, want, hist, ids.n, &next, &err);
     free(seqs), free(pos), free(want);
     double prefill_s = now_s() - t1, ttft_ms = 0, t_dec0 = 0;
     int64_t n_hist = ids.n;
     while (st == OCT_OK && n_out < max_tokens) {
-        int32_t next;
-        if (oct_sampler_sample(smp, logits, hist, n_hist, &next) != OCT_OK) {
-            st = OCT_ERR_INVALID_ARG;
-            snprintf(err.message, sizeof err.message,
-                     "the model produced non-finite logits (NaN or +Inf) at output token %lld",
-                     (long long)n_out);
-            break;
-        }
         if (n_out == 0) {
             ttft_ms = (now_s() - t1) * 1e3;
             t_dec0 = now_s();
@@ -449,9 +486,11 @@ int cli_generate(int argc, char **argv)
             break;
         if (n_out == max_tokens)
             break;
-        int32_t sq = 0;
+        int32_t sq = 0, in = next;
         int64_t p = n_hist - 1;
-        st = oct_session_forward(sess, 1, &next, &sq, &p, NULL, logits, &err);
+        st = next_token(&src, 1, &in, &sq, &p, NULL, hist, n_hist, &next, &err);
+        if (st != OCT_OK && !err.message[0])
+            snprintf(err.message, sizeof err.message, "output token %lld failed", (long long)n_out);
     }
     double decode_s = n_out > 1 ? now_s() - t_dec0 : 0;
     free(hist);

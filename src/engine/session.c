@@ -174,9 +174,10 @@ int64_t oct_session_kv_blocks_total(const oct_session *s)
     return s->n_blocks;
 }
 
-oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens, const int32_t *seq,
-                               const int64_t *pos, const bool *want_logits, float *logits,
-                               oct_error *err)
+/* Checks a batch against the cache, assigns its KV blocks and sizes the
+ * forward workspace. */
+static oct_status prepare_batch(oct_session *s, int64_t n, const int32_t *tokens,
+                                const int32_t *seq, const int64_t *pos, oct_error *err)
 {
     if (!s || n <= 0 || !tokens || !seq || !pos)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_session_forward: bad arguments");
@@ -211,11 +212,54 @@ oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
                                  (long long)n);
         s->ws_tokens = cap;
     }
-    oct_status st =
-        oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits, err);
-    if (st != OCT_OK)
-        for (int64_t t = 0; t < n; t++) /* roll back: the batch did not happen */
-            if (s->seq_len[seq[t]] > pos[t])
-                s->seq_len[seq[t]] = pos[t];
+    return OCT_OK;
+}
+
+/* After a failed pass: the batch did not happen. */
+static void roll_back(oct_session *s, int64_t n, const int32_t *seq, const int64_t *pos)
+{
+    for (int64_t t = 0; t < n; t++)
+        if (s->seq_len[seq[t]] > pos[t])
+            s->seq_len[seq[t]] = pos[t];
+}
+
+oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens, const int32_t *seq,
+                               const int64_t *pos, const bool *want_logits, float *logits,
+                               oct_error *err)
+{
+    oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
+    if (st == OCT_OK &&
+        (st = oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits, err)))
+        roll_back(s, n, seq, pos);
+    return st;
+}
+
+bool oct_session_samples_on_device(const oct_session *s, const oct_sampling *sp)
+{
+    return s && sp && s->m->be->ops->sample && sp->repetition_penalty == 1.0f &&
+           sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f;
+}
+
+oct_status oct_session_forward_sample(oct_session *s, int64_t n, const int32_t *tokens,
+                                      const int32_t *seq, const int64_t *pos,
+                                      const bool *want_logits, const oct_sampling *sp,
+                                      uint64_t step, int32_t *ids, oct_error *err)
+{
+    if (!oct_session_samples_on_device(s, sp))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "sampling on the device: needs a device backend and no penalties");
+    int64_t n_out = 0;
+    for (int64_t t = 0; t < n; t++)
+        n_out += !want_logits || want_logits[t];
+    oct_sample_req *req = oct_malloc((size_t)OCT_MAX(n_out, 1) * sizeof *req);
+    if (!req)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; i < n_out; i++)
+        req[i] = (oct_sample_req){sp->temperature, sp->top_p, sp->min_p, sp->top_k, sp->seed, step};
+    oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
+    if (st == OCT_OK && (st = oct_forward_sample(s->m, &s->view, s->ws, n, tokens, seq, pos,
+                                                 want_logits, req, ids, NULL, err)))
+        roll_back(s, n, seq, pos);
+    oct_free(req);
     return st;
 }

@@ -98,6 +98,17 @@ typedef struct oct_moe_block {
     bool norm_topk;                /* renormalise the top-k routing weights */
 } oct_moe_block;
 
+/* One row's sampling on the device (engine/sampler.c's parameters without
+ * penalties). */
+typedef struct oct_sample_req {
+    float temperature; /* 0: greedy */
+    float top_p;       /* (0, 1]; 1: off */
+    float min_p;       /* [0, 1]; 0: off */
+    int32_t top_k;     /* <= 0: off */
+    uint64_t seed;
+    uint64_t step; /* the draw's counter: (seed, step, row) names one draw */
+} oct_sample_req;
+
 /* Sizes a backend reserves its workspaces for. */
 typedef struct oct_fwd_dims {
     int64_t max_tokens, max_ctx;
@@ -145,10 +156,13 @@ typedef struct oct_backend_ops {
     /* For each output row i < n, of source row r = rows ? rows[i] : i:
      * x_r += add_r * add_mult (when add != NULL: the residual add), then
      * y_i = w * (x_r * rsqrt(mean(x_r^2) + eps)).  rows != NULL (the rows of
-     * begin's out_rows) needs add == NULL. */
+     * begin's out_rows) needs add == NULL.  `next`: the linear layer that
+     * alone reads y (NULL: y is read otherwise too); a backend may then write
+     * into y the input that linear takes (FP8 codes and scales: quantization
+     * fused into the producer), valid for a linear call with those units. */
     oct_status (*rmsnorm)(oct_backend *be, float *x, const void *add, float add_mult,
                           const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
-                          void *y, oct_error *err);
+                          const oct_units *next, void *y, oct_error *err);
     /* In place on qkv [n, (Hq + 2 Hkv) d]: q/k norm per head (when set) and
      * RoPE of the q and k heads at each row's position. */
     oct_status (*rope_qk)(oct_backend *be, const oct_attn_shape *a, const oct_rows *rows, void *qkv,
@@ -161,9 +175,10 @@ typedef struct oct_backend_ops {
     oct_status (*attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                             const oct_kv_view *kv, int64_t layer, const oct_rows *rows,
                             const void *qkv, void *att, oct_error *err);
-    /* act [n, I] = silu(gate) * up of gu [n, 2I] (gate | up halves). */
-    oct_status (*silu_mul)(oct_backend *be, int64_t n, int64_t inter, const void *gu, void *act,
-                           oct_error *err);
+    /* act [n, I] = silu(gate) * up of gu [n, 2I] (gate | up halves); `next`
+     * as for rmsnorm. */
+    oct_status (*silu_mul)(oct_backend *be, int64_t n, int64_t inter, const void *gu,
+                           const oct_units *next, void *act, oct_error *err);
     /* y [n, sum widths] = x [n, k] through the units. */
     oct_status (*linear)(oct_backend *be, oct_backend_ws *ws, const oct_units *u, int64_t n,
                          const void *x, void *y, oct_error *err);
@@ -177,6 +192,12 @@ typedef struct oct_backend_ops {
                          oct_error *err);
     oct_status (*fetch_logits)(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t vocab,
                                float *logits, oct_error *err);
+    /* Instead of fetch_logits (NULL on backends without it): a token id per
+     * row wanted, drawn on the device, into host ids [n_out] (and the chosen
+     * ids' log-softmax into logprobs [n_out] unless NULL).  NaN or +Inf
+     * logits are an error naming the row. */
+    oct_status (*sample)(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t vocab,
+                         const oct_sample_req *req, int32_t *ids, float *logprobs, oct_error *err);
 
     /* CUDA graphs (NULL on backends without them).  Before the ops of a pass
      * whose every row wants logits: graph_try replays the graph recorded for

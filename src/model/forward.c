@@ -139,17 +139,21 @@ static oct_status check_batch(const oct_arch *a, const oct_fwd_ws *ws, int64_t n
     return OCT_OK;
 }
 
-/* The attention half of layer l: h = rmsnorm(x + pending) in, o = attn Wo^T out. */
+/* The attention half of layer l: h = rmsnorm(x + pending) (the last block's
+ * output added to the residual stream x), then o = attn Wo^T. */
 static oct_status attention_block(const oct_model *m, const oct_layer_weights *lw, int64_t l,
                                   oct_kv_view *kv, oct_fwd_ws *ws, const oct_rows *rows,
-                                  oct_error *err)
+                                  const void *pending, oct_error *err)
 {
     const oct_backend_ops *op = m->be->ops;
     oct_backend *be = m->be;
-    const oct_attn_shape as = attn_shape(&m->arch, lw);
+    const oct_arch *a = &m->arch;
+    const oct_attn_shape as = attn_shape(a, lw);
     const oct_units qkv = {lw->qkv, lw->qkv_n, lw->n_qkv}, o = {&lw->o, NULL, 1};
     oct_status st;
-    if ((st = op->linear(be, ws->ops, &qkv, rows->n, ws->h, ws->qkv, err)) ||
+    if ((st = op->rmsnorm(be, ws->x, pending, a->residual_multiplier, lw->attn_norm, NULL, rows->n,
+                          a->hidden, a->rms_eps, &qkv, ws->h, err)) ||
+        (st = op->linear(be, ws->ops, &qkv, rows->n, ws->h, ws->qkv, err)) ||
         (st = op->rope_qk(be, &as, rows, ws->qkv, err)) ||
         (st = op->kv_store(be, &as, kv, l, rows, ws->qkv, err)) ||
         (st = op->attention(be, ws->ops, &as, kv, l, rows, ws->qkv, ws->att, err)))
@@ -157,23 +161,28 @@ static oct_status attention_block(const oct_model *m, const oct_layer_weights *l
     return op->linear(be, ws->ops, &o, rows->n, ws->att, ws->o, err);
 }
 
-/* The MLP half: h in, the block's output (to be added to x) in *out. */
+/* The MLP half: h = rmsnorm(x + o), then the block's output (to be added to
+ * x) in *out. */
 static oct_status mlp_block(const oct_model *m, const oct_layer_weights *lw, oct_fwd_ws *ws,
                             int64_t n, void **out, oct_error *err)
 {
     const oct_backend_ops *op = m->be->ops;
     oct_backend *be = m->be;
     const oct_arch *a = &m->arch;
+    const bool moe = a->moe != OCT_MOE_NONE;
+    const oct_units gu = {lw->gate_up, lw->gate_up_n, lw->n_gate_up}, dn = {&lw->down, NULL, 1};
     *out = ws->o;
-    if (a->moe != OCT_MOE_NONE) {
+    oct_status st = op->rmsnorm(be, ws->x, ws->o, a->residual_multiplier, lw->mlp_norm, NULL, n,
+                                a->hidden, a->rms_eps, moe ? NULL : &gu, ws->h, err);
+    if (st != OCT_OK)
+        return st;
+    if (moe) {
         const oct_moe_block b = {lw->router, lw->experts,         a->n_experts, a->top_k,
                                  a->hidden,  a->moe_intermediate, a->norm_topk};
         return op->moe(be, ws->ops, &b, n, ws->h, ws->o, err);
     }
-    const oct_units gu = {lw->gate_up, lw->gate_up_n, lw->n_gate_up}, dn = {&lw->down, NULL, 1};
-    oct_status st;
     if ((st = op->linear(be, ws->ops, &gu, n, ws->h, ws->mlp, err)) ||
-        (st = op->silu_mul(be, n, a->intermediate, ws->mlp, ws->act, err)))
+        (st = op->silu_mul(be, n, a->intermediate, ws->mlp, &dn, ws->act, err)))
         return st;
     return op->linear(be, ws->ops, &dn, n, ws->act, ws->o, err);
 }
@@ -192,11 +201,7 @@ static oct_status run_ops(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, c
     for (int64_t l = 0; st == OCT_OK && l < a->n_layers; l++) {
         const oct_layer_weights *lw = &m->layers[l];
         void *mlp_out = NULL;
-        if ((st = op->rmsnorm(be, ws->x, pending, rm, lw->attn_norm, NULL, n, H, a->rms_eps, ws->h,
-                              err)) ||
-            (st = attention_block(m, lw, l, kv, ws, rows, err)) ||
-            (st = op->rmsnorm(be, ws->x, ws->o, rm, lw->mlp_norm, NULL, n, H, a->rms_eps, ws->h,
-                              err)) ||
+        if ((st = attention_block(m, lw, l, kv, ws, rows, pending, err)) ||
             (st = mlp_block(m, lw, ws, n, &mlp_out, err)))
             return st;
         pending = mlp_out;
@@ -207,17 +212,19 @@ static oct_status run_ops(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, c
      * wanted, the add runs over every row first (its norm output is not used),
      * then the norm of those rows. */
     bool all = n_out == n; /* ws->rows is then 0..n-1 */
-    if ((st = op->rmsnorm(be, ws->x, pending, rm, m->final_norm, NULL, n, H, a->rms_eps, ws->h,
-                          err)) ||
+    if ((st = op->rmsnorm(be, ws->x, pending, rm, m->final_norm, NULL, n, H, a->rms_eps, NULL,
+                          ws->h, err)) ||
         (!all && (st = op->rmsnorm(be, ws->x, NULL, 0.0f, m->final_norm, ws->rows, n_out, H,
-                                   a->rms_eps, ws->h, err))))
+                                   a->rms_eps, NULL, ws->h, err))))
         return st;
     return op->logits(be, ws->ops, m->lm_head, n_out, a->vocab, ws->h, a->logits_scaling, err);
 }
 
-oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
-                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
-                       const bool *want_logits, float *logits, oct_error *err)
+/* The pass: begin, the ops (or the graph recorded for this size), and the
+ * number of rows wanted (*n_out, ws->rows); `out`: any rows are wanted. */
+static oct_status forward_pass(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                               const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                               const bool *want_logits, bool out, int64_t *n_out, oct_error *err)
 {
     const oct_backend_ops *op = m->be->ops;
     oct_backend *be = m->be;
@@ -225,24 +232,50 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
     if (st != OCT_OK)
         return st;
     const oct_rows rows = {n, seq, pos};
-    int64_t n_out = 0;
-    for (int64_t t = 0; logits && t < n; t++)
+    *n_out = 0;
+    for (int64_t t = 0; out && t < n; t++)
         if (!want_logits || want_logits[t])
-            ws->rows[n_out++] = t;
-    if ((st = op->begin(be, ws->ops, &rows, tokens, ws->rows, n_out, kv, err)))
+            ws->rows[(*n_out)++] = t;
+    if ((st = op->begin(be, ws->ops, &rows, tokens, ws->rows, *n_out, kv, err)))
         return st;
     bool replayed = false, recording = false;
-    if (op->graph_try && n_out == n &&
+    if (op->graph_try && *n_out == n &&
         (st = op->graph_try(be, ws->ops, kv, n, &replayed, &recording, err)))
         return st;
-    if (!replayed) {
-        st = run_ops(m, kv, ws, &rows, tokens, n_out, err);
-        if (recording) {
-            oct_status end = op->graph_end(be, ws->ops, n, err);
-            st = st != OCT_OK ? st : end;
-        }
+    if (replayed)
+        return OCT_OK;
+    st = run_ops(m, kv, ws, &rows, tokens, *n_out, err);
+    if (recording) {
+        oct_status end = op->graph_end(be, ws->ops, n, err);
+        st = st != OCT_OK ? st : end;
     }
+    return st;
+}
+
+oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                       const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                       const bool *want_logits, float *logits, oct_error *err)
+{
+    int64_t n_out = 0;
+    oct_status st =
+        forward_pass(m, kv, ws, n, tokens, seq, pos, want_logits, logits != NULL, &n_out, err);
     if (st != OCT_OK || n_out == 0)
         return st;
-    return op->fetch_logits(be, ws->ops, n_out, m->arch.vocab, logits, err);
+    return m->be->ops->fetch_logits(m->be, ws->ops, n_out, m->arch.vocab, logits, err);
+}
+
+oct_status oct_forward_sample(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
+                              const int32_t *tokens, const int32_t *seq, const int64_t *pos,
+                              const bool *want_logits, const oct_sample_req *req, int32_t *ids,
+                              float *logprobs, oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    if (!op->sample)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "the %s backend does not sample on its device", op->name);
+    int64_t n_out = 0;
+    oct_status st = forward_pass(m, kv, ws, n, tokens, seq, pos, want_logits, true, &n_out, err);
+    if (st != OCT_OK || n_out == 0)
+        return st;
+    return op->sample(m->be, ws->ops, n_out, m->arch.vocab, req, ids, logprobs, err);
 }

@@ -227,9 +227,10 @@ static oct_status cpu_embed(oct_backend *be, const oct_tensor *embed, int64_t n,
 
 static oct_status cpu_rmsnorm(oct_backend *be, float *x, const void *add, float add_mult,
                               const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
-                              void *y, oct_error *err)
+                              const oct_units *next, void *y, oct_error *err)
 {
     (void)be;
+    (void)next;
     (void)err;
     float *out = y;
     const float *h = add;
@@ -314,10 +315,11 @@ static void silu_mul_rows(int64_t n, int64_t I, const float *gu, float *act)
         }
 }
 
-static oct_status cpu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu, void *act,
-                               oct_error *err)
+static oct_status cpu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu,
+                               const oct_units *next, void *act, oct_error *err)
 {
     (void)be;
+    (void)next;
     (void)err;
     silu_mul_rows(n, inter, gu, act);
     return OCT_OK;

@@ -47,6 +47,9 @@ typedef struct cuda_be {
     size_t n_consts, cap_consts;
     bool sorted;
     oct_backend_ws *cur; /* the workspace of the forward pass in flight */
+    /* OCTET_CUDA_PROFILE_PASS=N: the profiler's range covers forward pass N
+     * (0-based), for ncu --profile-from-start off; -1: off */
+    int64_t passes, profile_pass;
 } cuda_be;
 
 struct oct_backend_ws {
@@ -56,9 +59,13 @@ struct oct_backend_ws {
     int64_t seen[MAX_GRAPHS]; /* row counts run once eagerly */
     int n_seen;
     int32_t *tok, *pos, *seq, *slot, *rows; /* device [max_tokens] */
-    int32_t *h_buf;                         /* host staging [5 * max_tokens] */
-    int32_t *tables;                        /* device [max_tokens * max_blocks] */
-    int32_t *h_tables;                      /* host staging of the same */
+    int32_t *h_buf;                         /* host staging [8 * max_tokens] */
+    /* attention's split of the batch (oct_cuda_attention_plan): prefill query
+     * tiles [2 * max_tokens] and the other rows [max_tokens], on the device */
+    int32_t *tiles, *drows;
+    int64_t n_tiles, n_drows;
+    int32_t *tables;   /* device [max_tokens * max_blocks] */
+    int32_t *h_tables; /* host staging of the same */
     int64_t max_blocks, block_size;
     void *attn_ws; /* oct_cuda_attention's workspace */
     size_t attn_ws_bytes;
@@ -67,7 +74,19 @@ struct oct_backend_ws {
     uint16_t *tmp; /* [max_tokens, widest] unfused-shard output */
     float *logits; /* [logits_rows, V] f32, grown by begin to the rows wanted */
     int64_t logits_rows;
+    /* device sampling: per-row parameters, ids and logprobs, [logits_rows] */
+    oct_cuda_sample_params *d_params;
+    int32_t *d_ids;
+    float *d_logprobs;
     int64_t n; /* rows of the pass in flight */
+    /* FP8 inputs a producer wrote into `buf` for the linear layer `unit`
+     * (quantization fused into RMSNorm / SiLU-mul); unit NULL: none. */
+    struct {
+        const void *buf;
+        const oct_linear *unit;
+        int64_t n;
+        oct_cuda_act in;
+    } prep;
 };
 
 static cuda_be *impl(oct_backend *be)
@@ -224,8 +243,9 @@ static void cu_ws_free(oct_backend *be, oct_backend_ws *ws)
         return;
     for (int i = 0; i < ws->n_graphs; i++)
         oct_cuda_graph_destroy(ws->graphs[i].exec);
-    void *dev[] = {ws->tok,    ws->pos,     ws->seq,    ws->slot, ws->rows,
-                   ws->tables, ws->attn_ws, ws->lin_ws, ws->tmp,  ws->logits};
+    void *dev[] = {ws->tok,   ws->pos,    ws->seq,      ws->slot,    ws->rows,
+                   ws->tiles, ws->drows,  ws->tables,   ws->attn_ws, ws->lin_ws,
+                   ws->tmp,   ws->logits, ws->d_params, ws->d_ids,   ws->d_logprobs};
     for (size_t i = 0; i < OCT_ARRAY_LEN(dev); i++)
         oct_cuda_free(dev[i]);
     oct_free(ws->h_buf);
@@ -264,11 +284,13 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     ws->seq = dev_buf(T * 4, &ok);
     ws->slot = dev_buf(T * 4, &ok);
     ws->rows = dev_buf(T * 4, &ok);
+    ws->tiles = dev_buf(T * 8, &ok);
+    ws->drows = dev_buf(T * 4, &ok);
     ws->tables = dev_buf(T * (size_t)ws->max_blocks * 4, &ok);
     ws->attn_ws = ws->attn_ws_bytes ? dev_buf(ws->attn_ws_bytes, &ok) : NULL;
     ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
-    ws->h_buf = oct_malloc(5 * T * sizeof(int32_t));
+    ws->h_buf = oct_malloc(8 * T * sizeof(int32_t));
     ws->h_tables = oct_malloc(T * (size_t)ws->max_blocks * sizeof(int32_t));
     if (!ok || !ws->h_buf || !ws->h_tables) {
         cu_ws_free(be, ws);
@@ -315,12 +337,22 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
     }
     for (int64_t i = 0; i < n_out; i++)
         h_rows[i] = (int32_t)out_rows[i];
+    int32_t *h_tiles = h_rows + T, *h_drows = h_tiles + 2 * T;
+    ws->n_tiles = oct_cuda_attention_plan(h_seq, h_pos, n, h_tiles, h_drows, &ws->n_drows);
+    if (ws->n_tiles < 0)
+        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "attention plan of %lld rows",
+                             (long long)n);
     if (n_out > ws->logits_rows) {
-        oct_cuda_free(ws->logits);
-        ws->logits = NULL;
+        void **bufs[] = {(void **)&ws->logits, (void **)&ws->d_params, (void **)&ws->d_ids,
+                         (void **)&ws->d_logprobs};
+        const size_t per_row[] = {(size_t)ws->d.vocab * 4, sizeof(oct_cuda_sample_params), 4, 4};
         ws->logits_rows = 0;
-        CK(oct_cuda_malloc((void **)&ws->logits, (size_t)(n_out * ws->d.vocab) * 4),
-           "logits buffer");
+        for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++) {
+            oct_cuda_free(*bufs[i]);
+            *bufs[i] = NULL;
+        }
+        for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
+            CK(oct_cuda_malloc(bufs[i], (size_t)n_out * per_row[i]), "logits buffers");
         ws->logits_rows = n_out;
     }
     size_t b = (size_t)n * 4;
@@ -330,10 +362,18 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
         (st = cu_upload(be, ws->seq, h_seq, b, err)) ||
         (st = cu_upload(be, ws->slot, h_slot, b, err)) ||
         (n_out && (st = cu_upload(be, ws->rows, h_rows, (size_t)n_out * 4, err))) ||
-        (st = cu_upload(be, ws->tables, ws->h_tables, (size_t)(n_local * MB) * 4, err)))
+        (st = cu_upload(be, ws->tables, ws->h_tables, (size_t)(n_local * MB) * 4, err)) ||
+        (ws->n_tiles &&
+         ((st = cu_upload(be, ws->tiles, h_tiles, (size_t)ws->n_tiles * 8, err)) ||
+          (ws->n_drows && (st = cu_upload(be, ws->drows, h_drows, (size_t)ws->n_drows * 4, err))))))
         return st;
     ws->n = n;
-    impl(be)->cur = ws;
+    ws->prep.unit = NULL;
+    cuda_be *c = impl(be);
+    c->cur = ws;
+    if (c->profile_pass >= 0 && (c->passes == c->profile_pass || c->passes == c->profile_pass + 1))
+        oct_cuda_profiler(c->passes == c->profile_pass);
+    c->passes++;
     return OCT_OK;
 }
 
@@ -351,12 +391,39 @@ static oct_status cu_embed(oct_backend *be, const oct_tensor *embed, int64_t n, 
     return OCT_OK;
 }
 
+/* The destination of a producer of n rows of k into y: the FP8 input of the
+ * one linear `next` reads (codes at y, scales after them; y holds n * k bf16,
+ * room enough), remembered for cu_linear, or bf16 activations. */
+static oct_cuda_act producer_out(oct_backend_ws *ws, const oct_units *next, int64_t n, int64_t k,
+                                 void *y)
+{
+    oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = y};
+    ws->prep.unit = NULL;
+    if (!next || next->n != 1 || !oct_cuda_linear_device_input(next->units[0], &out) ||
+        out.kind == OCT_CUDA_ACT_BF16) {
+        out = (oct_cuda_act){.kind = OCT_CUDA_ACT_BF16, .y = y};
+        return out;
+    }
+    const size_t codes = ((size_t)(n * k) + 15) & ~(size_t)15;
+    out.q = y;
+    out.scale = (float *)(void *)((uint8_t *)y + codes);
+    if (codes + (size_t)(n * ((k + 127) / 128)) * sizeof(float) > (size_t)(n * k) * 2) {
+        out = (oct_cuda_act){.kind = OCT_CUDA_ACT_BF16, .y = y};
+        return out;
+    }
+    ws->prep.buf = y;
+    ws->prep.unit = next->units[0];
+    ws->prep.n = n;
+    ws->prep.in = out;
+    return out;
+}
+
 static oct_status cu_rmsnorm(oct_backend *be, float *x, const void *add, float add_mult,
                              const float *w, const int64_t *rows, int64_t n, int64_t k, float eps,
-                             void *y, oct_error *err)
+                             const oct_units *next, void *y, oct_error *err)
 {
     cuda_be *c = impl(be);
-    const oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = y};
+    const oct_cuda_act out = producer_out(c->cur, rows ? NULL : next, n, k, y);
     CK(oct_cuda_rmsnorm(x, add, add_mult, dev_of(c, w), rows ? c->cur->rows : NULL, n, k, eps, &out,
                         c->stream),
        "rmsnorm");
@@ -426,17 +493,18 @@ static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_at
     CK(oct_cuda_attention(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, ws->seq, ws->pos,
                           ws->tables, ws->max_blocks, kv->block_size, kv_kind(kv->dtype), kv->k[l],
                           kv->v[l], kv->k_scale[l], kv->v_scale[l], a->scale, a->sliding_window,
-                          ws->d.max_ctx, NULL, 0, NULL, 0, att, ws->attn_ws, ws->attn_ws_bytes,
-                          impl(be)->stream),
+                          ws->d.max_ctx, ws->tiles, ws->n_tiles, ws->drows, ws->n_drows, att,
+                          ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
        "attention");
     return OCT_OK;
 }
 
-static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu, void *act,
-                              oct_error *err)
+static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu,
+                              const oct_units *next, void *act, oct_error *err)
 {
-    const oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = act};
-    CK(oct_cuda_silu_mul(gu, n, inter, &out, impl(be)->stream), "silu-mul");
+    cuda_be *c = impl(be);
+    const oct_cuda_act out = producer_out(c->cur, next, n, inter, act);
+    CK(oct_cuda_silu_mul(gu, n, inter, &out, c->stream), "silu-mul");
     return OCT_OK;
 }
 
@@ -444,6 +512,12 @@ static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units
                             const void *x, void *y, oct_error *err)
 {
     cuda_be *c = impl(be);
+    const bool prepared = ws->prep.unit && u->n == 1 && u->units[0] == ws->prep.unit &&
+                          x == ws->prep.buf && n == ws->prep.n;
+    ws->prep.unit = NULL;
+    if (prepared)
+        return oct_cuda_linear_device_codes(u->units[0], c->ctx, n, &ws->prep.in, y, c->stream,
+                                            err);
     if (u->n == 1)
         return oct_cuda_linear_device(u->units[0], c->ctx, n, x, y, ws->lin_ws, ws->lin_ws_bytes,
                                       c->stream, err);
@@ -491,6 +565,38 @@ static oct_status cu_fetch_logits(oct_backend *be, oct_backend_ws *ws, int64_t n
     return cu_download(be, logits, ws->logits, (size_t)(n_out * V) * 4, err);
 }
 
+static oct_status cu_sample(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t V,
+                            const oct_sample_req *req, int32_t *ids, float *logprobs,
+                            oct_error *err)
+{
+    cuda_be *c = impl(be);
+    oct_cuda_sample_params p[64];
+    for (int64_t r0 = 0; r0 < n_out; r0 += 64) { /* parameters up, 64 rows at a time */
+        const int64_t nr = OCT_MIN(64, n_out - r0);
+        for (int64_t i = 0; i < nr; i++) {
+            const oct_sample_req *q = &req[r0 + i];
+            p[i] = (oct_cuda_sample_params){q->temperature, q->top_p, q->min_p,
+                                            q->top_k,       q->seed,  q->step};
+        }
+        oct_status st = cu_upload(be, ws->d_params + r0, p, (size_t)nr * sizeof *p, err);
+        if (st != OCT_OK)
+            return st;
+    }
+    CK(oct_cuda_sample(ws->logits, n_out, V, ws->d_params, ws->d_ids,
+                       logprobs ? ws->d_logprobs : NULL, NULL, 0, c->stream),
+       "sampling");
+    oct_status st = cu_download(be, ids, ws->d_ids, (size_t)n_out * 4, err);
+    if (st == OCT_OK && logprobs)
+        st = cu_download(be, logprobs, ws->d_logprobs, (size_t)n_out * 4, err);
+    for (int64_t i = 0; st == OCT_OK && i < n_out; i++)
+        if (ids[i] < 0)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "the model produced non-finite logits (NaN or +Inf) in output "
+                                 "row %lld",
+                                 (long long)i);
+    return st;
+}
+
 /* ---- CUDA graphs -------------------------------------------------------------- */
 
 static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv_view *kv,
@@ -498,7 +604,9 @@ static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv
 {
     cuda_be *c = impl(be);
     *replayed = *recording = false;
-    if (c->eager || n > 256)
+    /* graphs hold decode steps: a batch with prefill tiles (whose grid
+     * depends on the batch's shape, not only its size) runs eagerly */
+    if (c->eager || n > 256 || ws->n_tiles > 0)
         return OCT_OK;
     for (int i = 0; i < ws->n_graphs; i++)
         if (ws->graphs[i].n == n) {
@@ -563,6 +671,7 @@ static const oct_backend_ops k_cuda_ops = {
     .moe = cu_moe,
     .logits = cu_logits,
     .fetch_logits = cu_fetch_logits,
+    .sample = cu_sample,
     .graph_try = cu_graph_try,
     .graph_end = cu_graph_end,
 };
@@ -599,6 +708,8 @@ oct_status oct_backend_cuda_create(int device, bool eager, oct_backend **out, oc
     c->be.impl = c;
     c->be.destroy = cu_destroy;
     c->eager = eager;
+    const char *pp = getenv("OCTET_CUDA_PROFILE_PASS");
+    c->profile_pass = pp && *pp ? strtoll(pp, NULL, 10) : -1;
     if (oct_cuda_ctx_create(&c->ctx) != OCT_OK || oct_cuda_stream_create(&c->stream) != OCT_OK) {
         cu_destroy(&c->be);
         return oct_error_set(err, OCT_ERR_INTERNAL, -1, "cannot create a CUDA context and stream");

@@ -5,6 +5,7 @@
 #ifndef OCTET_KERNELS_CUDA_BACKEND_CUDA_H
 #define OCTET_KERNELS_CUDA_BACKEND_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,15 @@ extern "C" {
  * (per-tensor activation codes and their scale). */
 oct_status oct_cuda_linear_device(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, const void *x,
                                   void *y, void *ws, size_t ws_bytes, void *stream, oct_error *err);
+/* The FP8 input a layer reads (*fmt: kind, ub, static scale; no buffers),
+ * when a producer may write it in place of bf16 activations: a cuda_fp8 layer
+ * with dynamic per-token, 1x128-group or static activations.  Else false. */
+bool oct_cuda_linear_device_input(const oct_linear *l, oct_cuda_act *fmt);
+/* y [m, n] bf16 through the layer from FP8 inputs in that format (in->q and,
+ * for the dynamic kinds, in->scale filled), bias included. */
+oct_status oct_cuda_linear_device_codes(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
+                                        const oct_cuda_act *in, void *y, void *stream,
+                                        oct_error *err);
 /* The same into f32 y [m, n], times out_mult (the lm_head's logits); a
  * cuda_bf16 layer only. */
 oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
@@ -42,6 +52,8 @@ oct_status oct_cuda_graph_begin(void *stream);
 oct_status oct_cuda_graph_end(void *stream, void **exec);
 oct_status oct_cuda_graph_launch(void *exec, void *stream);
 void oct_cuda_graph_destroy(void *exec);
+/* Starts (on) or stops the profiler's capture range (ncu --profile-from-start off). */
+void oct_cuda_profiler(bool on);
 /* dst[t * dst_stride + j] = src[t * width + j] for t < n, j < width (bf16). */
 oct_status oct_cuda_copy_cols_bf16(const uint16_t *src, int64_t width, int64_t n, uint16_t *dst,
                                    int64_t dst_stride, void *stream);

@@ -289,8 +289,9 @@ typedef struct oct_cuda_sample_params {
  * whose mass reaches top_p of what is left), in src/engine/sampler.c's order,
  * and one draw from a Philox4x32-10 stream keyed by (seed, step, row) -- not the
  * CPU sampler's random stream.  logprob [n] (NULL: not written): the chosen
- * id's log-softmax at temperature 1.  ws: workspace_bytes of it (0 today: ws may
- * be NULL). */
+ * id's log-softmax at temperature 1.  A row with a NaN or +Inf logit gets id -1
+ * (and a NaN logprob): the host sampler's non-finite error.  ws: workspace_bytes of it (0 today: ws
+ * may be NULL). */
 size_t oct_cuda_sample_workspace_bytes(int64_t n, int64_t V);
 oct_status oct_cuda_sample(const float *logits, int64_t n, int64_t V,
                            const oct_cuda_sample_params *p, int32_t *ids, float *logprob, void *ws,

@@ -672,7 +672,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         use_gemv(c, m, k, path, ka)) {
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_%s",
                  ka == OCT_SCALE_ROW ? "row" : "block");
-        return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, false, st);
+        return oct_cuda_gemv_w8a8_launch(m, n, k, a, sa, w, sw, ka, yo, true, st);
     }
     if (path == OCT_CUDA_PATH_GEMV)
         return OCT_ERR_UNSUPPORTED;
@@ -682,7 +682,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         // Our GEMM reads the [m][k/128] scales as they are; cuBLASLt needs them
         // transposed, so it runs only when ours cannot.
         if (path != OCT_CUDA_PATH_LT) {
-            oct_status s = large_gemm(c, &g, path, false, false, st, no_quant, false, no_stream);
+            oct_status s = large_gemm(c, &g, path, true, false, st, no_quant, false, no_stream);
             if (s != OCT_ERR_UNSUPPORTED || path == OCT_CUDA_PATH_WGMMA)
                 return s;
         }
@@ -700,7 +700,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         // tokens per weight pass, on the scales as given.
         snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_block(fallback)");
         return oct_cuda_gemv_w8a8_launch_strided(m, n, k, a, sa, nkb, 1, w, sw, OCT_SCALE_BLOCK128,
-                                                 yo, false, st);
+                                                 yo, true, st);
     }
-    return large_gemm(c, &g, path, false, true, st, no_quant, false, no_stream);
+    return large_gemm(c, &g, path, true, true, st, no_quant, false, no_stream);
 }

@@ -37,28 +37,28 @@ __device__ __forceinline__ float bf16f(uint32_t h)
     return __uint_as_float(h << 16);
 }
 
+// A block per (row, K or V head): blockIdx.y < n_kv a K head, else a V head.
 __global__ void __launch_bounds__(128)
     kv_store_kernel(const uint16_t *__restrict__ qkv, int64_t n_q, int64_t n_kv, int64_t d,
                     const int32_t *__restrict__ slot, int64_t bs, int fp8, void *__restrict__ kc,
                     void *__restrict__ vc, float k_scale, float v_scale)
 {
-    const int64_t t = blockIdx.x;
+    const int64_t t = blockIdx.x, hh = blockIdx.y;
     const int64_t sl = slot[t];
     if (sl < 0)
         return;
-    const int64_t blk = sl / bs, off = sl % bs, kvd = n_kv * d;
-    const uint16_t *src = qkv + t * (n_q + 2 * n_kv) * d + n_q * d;
-    for (int64_t e = threadIdx.x; e < 2 * kvd; e += blockDim.x) {
-        const int which = e >= kvd;
-        const int64_t rem = e - which * kvd, h = rem / d, i = rem % d;
-        const int64_t idx = ((blk * n_kv + h) * bs + off) * d + i;
-        void *base = which ? vc : kc;
+    const int which = hh >= n_kv;
+    const int64_t h = hh - which * n_kv;
+    const uint16_t *src = qkv + t * (n_q + 2 * n_kv) * d + (n_q + hh) * d;
+    const int64_t base = ((sl / bs * n_kv + h) * bs + sl % bs) * d;
+    void *dst = which ? vc : kc;
+    const float sc = which ? v_scale : k_scale;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         if (fp8) {
-            const float x = bf16f(src[e]);
-            const float q = __fdiv_rn(x, which ? v_scale : k_scale); // vLLM: x / scale
-            static_cast<uint8_t *>(base)[idx] = (uint8_t)oct_e4m3x2_sat(q, 0.0f);
+            const float q = __fdiv_rn(bf16f(src[i]), sc); // vLLM: x / scale
+            static_cast<uint8_t *>(dst)[base + i] = (uint8_t)oct_e4m3x2_sat(q, 0.0f);
         } else {
-            static_cast<uint16_t *>(base)[idx] = src[e];
+            static_cast<uint16_t *>(dst)[base + i] = src[i];
         }
     }
 }
@@ -365,7 +365,9 @@ extern "C" oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t 
                                  (double)v_scale);
     if (m == 0)
         return OCT_OK;
-    kv_store_kernel<<<(unsigned)m, 128, 0, oct_cuda_stream(stream)>>>(
+    if (2 * n_kv > 65535)
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "kv_store: %lld KV heads", (long long)n_kv);
+    kv_store_kernel<<<dim3((unsigned)m, (unsigned)(2 * n_kv)), 128, 0, oct_cuda_stream(stream)>>>(
         qkv, n_q, n_kv, d, slot, block_size, kv_dtype == OCT_CUDA_KV_E4M3, k_cache, v_cache,
         k_scale, v_scale);
     return oct_cuda_ops_launched("kv_store");

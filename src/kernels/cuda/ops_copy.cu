@@ -1,7 +1,8 @@
 // ops_copy.cu — small device helpers of the CUDA backend (backend_cuda.h):
 // column copies for unfused shards, bias adds, the backend's stream, CUDA
-// graph capture and replay, synchronization.
+// graph capture and replay, synchronization, the profiler range.
 #include <cuda_bf16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/backend_cuda.h"
@@ -129,6 +130,14 @@ extern "C" oct_status oct_cuda_graph_launch(void *exec, void *stream)
     return cudaGraphLaunch((cudaGraphExec_t)exec, oct_cuda_stream(stream)) == cudaSuccess
                ? OCT_OK
                : OCT_ERR_INTERNAL;
+}
+
+extern "C" void oct_cuda_profiler(bool on)
+{
+    if (on)
+        cudaProfilerStart();
+    else
+        cudaProfilerStop();
 }
 
 extern "C" void oct_cuda_graph_destroy(void *exec)

@@ -139,6 +139,218 @@ __device__ __forceinline__ void act_write_row(const oct_cuda_act &o, int64_t row
     }
 }
 
+// ---- register-resident rows: chunks of 8 elements (16-byte bf16 loads) ----
+//
+// A block of nt threads (a multiple of 32, <= 1024) holds a row in registers:
+// thread tid has chunks tid + c * nt, c < CPT, elements 8 (tid + c nt) .. +7.
+// One row per block, every load issued before the first use, so a decode step's
+// single row takes a few microseconds instead of a strided loop's latency chain.
+constexpr int kChunk = 8;
+
+__device__ __forceinline__ uint4 pack_bf16x8(const float (&v)[kChunk])
+{
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        w[j] = (uint32_t)oct_f32_to_bf16_dev(v[2 * j]) |
+               ((uint32_t)oct_f32_to_bf16_dev(v[2 * j + 1]) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ void unpack_bf16x8(uint4 h, float (&v)[kChunk])
+{
+    const uint32_t w[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        v[2 * j] = bf16f((uint16_t)(w[j] & 0xFFFFu));
+        v[2 * j + 1] = bf16f((uint16_t)(w[j] >> 16));
+    }
+}
+
+// E4M3 codes of v / s (dynamic kinds, r = oct_scale_recip(s); a NaN scale gives
+// NaN codes, as on the CPU), or of v * rstatic (static).
+__device__ __forceinline__ uint2 codes8(const float (&v)[kChunk], bool dyn, float s, float r,
+                                        float rstatic)
+{
+    uint32_t c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float a = dyn ? oct_div_scale(v[2 * j], s, r) : __fmul_rn(v[2 * j], rstatic);
+        const float b = dyn ? oct_div_scale(v[2 * j + 1], s, r) : __fmul_rn(v[2 * j + 1], rstatic);
+        c[j] = oct_e4m3x2_sat(a, b);
+    }
+    return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
+
+// Writes row `row` (k % 8 == 0) from the registers of every thread of the block
+// (all threads call it: the FP8 kinds reduce over the block or a half-warp).
+template <int CPT>
+__device__ __forceinline__ void act_write_regs(const oct_cuda_act &o, int64_t row, int64_t k,
+                                               float rstatic, const float (&v)[CPT][kChunk])
+{
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
+    const int64_t nch = k / kChunk;
+    float s[CPT], r[CPT];
+    if (o.kind == OCT_CUDA_ACT_FP8_ROW) { // one scale per row
+        float a = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CPT; c++)
+            if (tid + c * nt < nch)
+#pragma unroll
+                for (int e = 0; e < kChunk; e++)
+                    a = oct_amax_nan(a, v[c][e]);
+        a = block_amax_f(a);
+        const float rs = oct_scale_from_amax(a, o.ub);
+        if (tid == 0)
+            o.scale[row] = rs;
+#pragma unroll
+        for (int c = 0; c < CPT; c++)
+            s[c] = rs, r[c] = oct_scale_recip(rs);
+    } else if (o.kind == OCT_CUDA_ACT_FP8_GROUP128) { // 16 chunks = one group, a half-warp
+        const int64_t ng = (k + 127) / 128;
+#pragma unroll
+        for (int c = 0; c < CPT; c++) {
+            const int64_t ci = tid + (int64_t)c * nt;
+            float a = 0.0f;
+            if (ci < nch)
+#pragma unroll
+                for (int e = 0; e < kChunk; e++)
+                    a = oct_amax_nan(a, v[c][e]);
+#pragma unroll
+            for (int off = 8; off > 0; off >>= 1)
+                a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, off));
+            s[c] = oct_scale_from_amax(a, 0.0f);
+            r[c] = oct_scale_recip(s[c]);
+            if (ci < nch && ci % 16 == 0)
+                o.scale[row * ng + ci / 16] = s[c];
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < CPT; c++)
+            s[c] = 0.0f, r[c] = 0.0f; // STATIC: v * rstatic
+    }
+#pragma unroll
+    for (int c = 0; c < CPT; c++) {
+        const int64_t ci = tid + (int64_t)c * nt;
+        if (ci >= nch)
+            continue;
+        if (o.kind == OCT_CUDA_ACT_BF16)
+            *reinterpret_cast<uint4 *>(o.y + row * k + ci * kChunk) = pack_bf16x8(v[c]);
+        else
+            *reinterpret_cast<uint2 *>(o.q + row * k + ci * kChunk) =
+                codes8(v[c], o.kind != OCT_CUDA_ACT_FP8_STATIC, s[c], r[c], rstatic);
+    }
+}
+
+template <int CPT>
+__global__ void __launch_bounds__(1024)
+    rmsnorm_vec(float *__restrict__ x, const uint16_t *__restrict__ add, float add_mult,
+                const float *__restrict__ w, const int32_t *__restrict__ rows, int64_t k, float eps,
+                oct_cuda_act o, float rstatic)
+{
+    oct_pdl_launch_dependents(); // the next GEMM may fetch its weights meanwhile
+    const int64_t i = blockIdx.x, r = rows ? (int64_t)rows[i] : i, nch = k / kChunk;
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
+    float *xr = x + r * k;
+    float v[CPT][kChunk];
+    double ss = 0.0;
+#pragma unroll
+    for (int c = 0; c < CPT; c++) {
+        const int64_t ci = tid + (int64_t)c * nt;
+#pragma unroll
+        for (int e = 0; e < kChunk; e++)
+            v[c][e] = 0.0f;
+        if (ci >= nch)
+            continue;
+        float4 *xp = reinterpret_cast<float4 *>(xr + ci * kChunk);
+        const float4 a = xp[0], b = xp[1];
+        v[c][0] = a.x, v[c][1] = a.y, v[c][2] = a.z, v[c][3] = a.w;
+        v[c][4] = b.x, v[c][5] = b.y, v[c][6] = b.z, v[c][7] = b.w;
+        if (add) { // x += h * residual_multiplier (forward.c), in f32
+            float h[kChunk];
+            unpack_bf16x8(*reinterpret_cast<const uint4 *>(add + r * k + ci * kChunk), h);
+#pragma unroll
+            for (int e = 0; e < kChunk; e++)
+                v[c][e] = __fadd_rn(v[c][e], __fmul_rn(h[e], add_mult));
+            xp[0] = make_float4(v[c][0], v[c][1], v[c][2], v[c][3]);
+            xp[1] = make_float4(v[c][4], v[c][5], v[c][6], v[c][7]);
+        }
+#pragma unroll
+        for (int e = 0; e < kChunk; e++)
+            ss += (double)v[c][e] * (double)v[c][e];
+    }
+    ss = block_sum_d(ss);
+    const float rr = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)k), eps)));
+#pragma unroll
+    for (int c = 0; c < CPT; c++) {
+        const int64_t ci = tid + (int64_t)c * nt;
+        if (ci >= nch)
+            continue;
+        const float4 *wp = reinterpret_cast<const float4 *>(w + ci * kChunk);
+        const float4 a = wp[0], b = wp[1];
+        const float wv[kChunk] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int e = 0; e < kChunk; e++)
+            v[c][e] = __fmul_rn(wv[e], __fmul_rn(v[c][e], rr));
+    }
+    act_write_regs<CPT>(o, i, k, rstatic, v);
+}
+
+template <int CPT>
+__global__ void __launch_bounds__(1024)
+    silu_mul_vec(const uint16_t *__restrict__ gu, int64_t I, oct_cuda_act o, float rstatic)
+{
+    oct_pdl_launch_dependents(); // the next GEMM may fetch its weights meanwhile
+    const int64_t row = blockIdx.x, nch = I / kChunk;
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
+    const uint16_t *g = gu + row * 2 * I, *u = g + I;
+    float v[CPT][kChunk];
+#pragma unroll
+    for (int c = 0; c < CPT; c++) {
+        const int64_t ci = tid + (int64_t)c * nt;
+        float gv[kChunk], uv[kChunk];
+#pragma unroll
+        for (int e = 0; e < kChunk; e++)
+            v[c][e] = 0.0f;
+        if (ci >= nch)
+            continue;
+        unpack_bf16x8(*reinterpret_cast<const uint4 *>(g + ci * kChunk), gv);
+        unpack_bf16x8(*reinterpret_cast<const uint4 *>(u + ci * kChunk), uv);
+#pragma unroll
+        for (int e = 0; e < kChunk; e++)
+            v[c][e] = __fmul_rn(__fdiv_rn(gv[e], __fadd_rn(1.0f, expf(-gv[e]))), uv[e]);
+    }
+    act_write_regs<CPT>(o, row, I, rstatic, v);
+}
+
+// Chunks per thread and threads for a row of k elements on the register path;
+// 0 when it does not apply (k % 8, more than 8192 chunks).
+int vec_plan(int64_t k, unsigned *threads)
+{
+    if (k % kChunk != 0)
+        return 0;
+    const int64_t nch = k / kChunk;
+    for (int cpt = 1; cpt <= 8; cpt *= 2) {
+        const int64_t t = (nch + cpt - 1) / cpt;
+        if (t <= 1024) {
+            *threads = (unsigned)((t + 31) / 32 * 32);
+            return cpt;
+        }
+    }
+    return 0;
+}
+
+bool aligned(const void *p, uintptr_t a)
+{
+    return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+// The destination's pointers allow the register path's vector stores.
+bool act_aligned(const oct_cuda_act &o)
+{
+    return o.kind == OCT_CUDA_ACT_BF16 ? aligned(o.y, 16) : aligned(o.q, 8);
+}
+
 __global__ void __launch_bounds__(kRowThreads)
     embed_kernel(const int32_t *__restrict__ tok, const uint16_t *__restrict__ table, int64_t V,
                  int64_t H, float mult, float *__restrict__ x)
@@ -302,8 +514,32 @@ extern "C" oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_
     oct_status st = act_check("rmsnorm", out, m, &rstatic);
     if (st != OCT_OK || m == 0)
         return st;
-    rmsnorm_kernel<<<(unsigned)m, kRowThreads, 0, oct_cuda_stream(stream)>>>(
-        x, add, add_mult, w, rows, k, eps, *out, rstatic);
+    cudaStream_t cs = oct_cuda_stream(stream);
+    unsigned nt = 0;
+    const int cpt = vec_plan(k, &nt);
+    if (cpt && aligned(x, 16) && aligned(add, 16) && aligned(w, 16) && act_aligned(*out)) {
+        switch (cpt) {
+        case 1:
+            rmsnorm_vec<1>
+                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            break;
+        case 2:
+            rmsnorm_vec<2>
+                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            break;
+        case 4:
+            rmsnorm_vec<4>
+                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            break;
+        default:
+            rmsnorm_vec<8>
+                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            break;
+        }
+        return oct_cuda_ops_launched("rmsnorm");
+    }
+    rmsnorm_kernel<<<(unsigned)m, kRowThreads, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out,
+                                                        rstatic);
     return oct_cuda_ops_launched("rmsnorm");
 }
 
@@ -317,7 +553,19 @@ extern "C" oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I
     oct_status st = act_check("silu_mul", out, m, &rstatic);
     if (st != OCT_OK || m == 0)
         return st;
-    silu_mul_kernel<<<(unsigned)m, kRowThreads, 0, oct_cuda_stream(stream)>>>(gu, I, *out, rstatic);
+    cudaStream_t cs = oct_cuda_stream(stream);
+    unsigned nt = 0;
+    const int cpt = vec_plan(I, &nt);
+    if (cpt && aligned(gu, 16) && act_aligned(*out)) {
+        switch (cpt) {
+        case 1: silu_mul_vec<1><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
+        case 2: silu_mul_vec<2><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
+        case 4: silu_mul_vec<4><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
+        default: silu_mul_vec<8><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
+        }
+        return oct_cuda_ops_launched("silu_mul");
+    }
+    silu_mul_kernel<<<(unsigned)m, kRowThreads, 0, cs>>>(gu, I, *out, rstatic);
     return oct_cuda_ops_launched("silu_mul");
 }
 

@@ -87,15 +87,18 @@ template <class T> __device__ T block_excl_scan(T v, T *total)
     return before + inc - v;
 }
 
-// Max logit and its lowest id (NaNs never win, as in sampler.c's v > best).
-__device__ void block_argmax(const float *lg, int64_t V, float *mx, int32_t *id)
+// Max logit and its lowest id (NaNs never win, as in sampler.c's v > best);
+// *bad: some logit is NaN or +Inf (the host sampler's error).
+__device__ void block_argmax(const float *lg, int64_t V, float *mx, int32_t *id, bool *bad)
 {
     __shared__ float pm[32];
     __shared__ int32_t pi[32];
     float bm = -INFINITY;
     int32_t bi = INT32_MAX;
+    int nonfinite = 0;
     for (int64_t v = threadIdx.x; v < V; v += kST) {
         const float x = lg[v];
+        nonfinite |= x != x || x == INFINITY;
         if (x > bm || (bi == INT32_MAX && !(x != x))) { // first non-NaN, then larger
             bm = x;
             bi = (int32_t)v;
@@ -110,7 +113,7 @@ __device__ void block_argmax(const float *lg, int64_t V, float *mx, int32_t *id)
             bi = oi;
         }
     }
-    __syncthreads();
+    *bad = __syncthreads_or(nonfinite) != 0;
     if ((threadIdx.x & 31) == 0) {
         pm[threadIdx.x >> 5] = bm;
         pi[threadIdx.x >> 5] = bi;
@@ -238,7 +241,16 @@ __global__ void __launch_bounds__(kST)
     R.V = V;
     R.T = P.temperature;
     int32_t best;
-    block_argmax(R.lg, V, &R.mx, &best);
+    bool bad;
+    block_argmax(R.lg, V, &R.mx, &best, &bad);
+    if (bad) { // uniform over the block
+        if (threadIdx.x == 0) {
+            ids[row] = -1;
+            if (logprob)
+                logprob[row] = __int_as_float(0x7FC00000);
+        }
+        return;
+    }
     int32_t pick = best;
     if (P.temperature != 0.0f) {
         Thr t = {0u, (int32_t)V}; // everything

@@ -458,6 +458,45 @@ oct_status oct_cuda_linear_device(const oct_linear *l, oct_cuda_ctx *ctx, int64_
     return OCT_OK;
 }
 
+bool oct_cuda_linear_device_input(const oct_linear *l, oct_cuda_act *fmt)
+{
+    if (!l || l->kernel != &oct_kernel_cuda_fp8 || !l->dev)
+        return false;
+    const cuda_layer *c = l->dev;
+    *fmt = (oct_cuda_act){.kind = OCT_CUDA_ACT_BF16};
+    switch (l->desc.act) {
+    case OCT_ACT_DYNAMIC_TOKEN:
+    case OCT_ACT_GROUP128: /* as oct_cuda_linear_fp8_dyn: the weights' kind decides */
+        fmt->kind = c->kind == OCT_SCALE_ROW ? OCT_CUDA_ACT_FP8_ROW : OCT_CUDA_ACT_FP8_GROUP128;
+        fmt->ub = c->kind == OCT_SCALE_ROW ? l->desc.act_scale_ub : 0.0f;
+        return true;
+    case OCT_ACT_STATIC:
+        fmt->kind = OCT_CUDA_ACT_FP8_STATIC;
+        fmt->static_scale = l->desc.act_static_scale;
+        return c->sa_static != NULL;
+    default: return false; /* W8A16 reads bf16; dynamic per-tensor needs the whole batch */
+    }
+}
+
+oct_status oct_cuda_linear_device_codes(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
+                                        const oct_cuda_act *in, void *y, void *stream,
+                                        oct_error *err)
+{
+    const cuda_layer *c = l->dev;
+    oct_scale_kind ka = in->kind == OCT_CUDA_ACT_FP8_ROW        ? OCT_SCALE_ROW
+                        : in->kind == OCT_CUDA_ACT_FP8_GROUP128 ? OCT_SCALE_BLOCK128
+                                                                : OCT_SCALE_TENSOR;
+    const float *sa = ka == OCT_SCALE_TENSOR ? c->sa_static : in->scale;
+    oct_status st = oct_cuda_gemm_fp8(ctx, m, l->n, l->k, in->q, ka, sa, c->w, c->kind, c->sw, y,
+                                      OCT_CUDA_PATH_AUTO, stream);
+    if (st == OCT_OK && c->bias)
+        st = oct_cuda_add_bias_bf16(y, c->bias, m, l->n, stream);
+    if (st != OCT_OK)
+        return oct_error_set(err, st, -1, "%s: CUDA linear on FP8 inputs failed (m=%lld): %s",
+                             l->name, (long long)m, oct_status_str(st));
+    return OCT_OK;
+}
+
 oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
                                       const void *x, float out_mult, float *y, void *stream,
                                       oct_error *err)

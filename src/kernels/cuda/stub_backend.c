@@ -58,6 +58,11 @@ oct_status oct_cuda_graph_launch(void *exec, void *stream)
     return OCT_ERR_UNSUPPORTED;
 }
 
+void oct_cuda_profiler(bool on)
+{
+    (void)on;
+}
+
 void oct_cuda_graph_destroy(void *exec)
 {
     (void)exec;

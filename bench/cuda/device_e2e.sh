@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# device_e2e.sh — one call on the GPU machine for the whole model on the device:
+# the cross-backend op test and compute-sanitizer memcheck on it, the whole-model
+# test against the CPU backend, the end-to-end benchmark, and per-kernel
+# profiles of a decode step and a prefill.  Everything comes from build/devpack.tar.xz, made
+# on the development machine by
+#
+#   make CUDA=1 BUILD=build/cuda all build/cuda/tests/test_backend_ops \
+#        build/cuda/tests/test_model_device
+#   tools/pack_device.sh tests/test_backend_ops tests/test_model_device
+#
+# Logs and JSON go to $OUT (default build/cuda_bench/e2e).  Knobs:
+#   E2E_ARGS   arguments of bench_e2e.py (default: --quick --no-torch)
+#   STEPS      which parts run (default: "ops memcheck model bench profile")
+#   PROFILES   the profiled passes, kind:prompt (default "decode:512 decode:8192
+#              prefill:512"): Nsight Compute kernel times, summed per kernel by
+#              bench/cuda/ncu_summary.py
+#   PROFILE_Q  the --quantization of the profiled runs (default fp8)
+set -uo pipefail
+OUT=${OUT:-build/cuda_bench/e2e}
+STEPS=${STEPS:-ops memcheck model bench profile}
+mkdir -p "$OUT"
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+
+X=/tmp/octet_devpack
+rm -rf "$X" && mkdir -p "$X" && tar xJf build/devpack.tar.xz -C "$X" || exit 1
+D=$X/devpack
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv \
+    >"$OUT/gpu.txt" 2>&1
+
+if want ops; then
+    stamp "test_backend_ops"
+    timeout 300 "$D/run" tests/test_backend_ops >"$OUT/ops.log" 2>&1
+    echo "test_backend_ops rc=$?" | tee -a "$OUT/ops.log"
+    grep -E "^FAIL|passed|not ok" "$OUT/ops.log" | head -30
+fi
+if want memcheck; then
+    stamp "compute-sanitizer memcheck on test_backend_ops (quick)"
+    OCTET_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck "$D/run" \
+        tests/test_backend_ops >"$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$?" | tee -a "$OUT/memcheck.log"
+    grep -E "ERROR SUMMARY|passed" "$OUT/memcheck.log" | tail -3
+fi
+if want model; then
+    stamp "test_model_device"
+    BUILD=$D OCTET_DEVICE= timeout 400 "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
+    echo "test_model_device rc=$?" | tee -a "$OUT/model_device.log"
+    grep -E "logits|greedy|eval ppl|FAIL|passed" "$OUT/model_device.log" | head -40
+fi
+if want bench; then
+    stamp "bench_e2e.py ${E2E_ARGS:=--quick --no-torch}"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 timeout 560 python3 ${BENCH_PY:-bench/cuda/bench_e2e.py} --octet "$D/octet" \
+        --out "$OUT" $E2E_ARGS >"$OUT/bench.log" 2>&1
+    echo "bench rc=$?" | tee -a "$OUT/bench.log"
+    tail -30 "$OUT/bench.log"
+fi
+if want profile && [ -f /tmp/llama8b/config.json ]; then
+    # with --warmup the passes are: the prompt (0), 4 decode steps (1-4; kernel
+    # choices are made in the first ones), the timed prompt (5), its decode steps
+    for prof in ${PROFILES:-decode:512 decode:8192 prefill:512}; do
+        kind=${prof%%:*} P=${prof##*:}
+        pass=$([ "$kind" = prefill ] && echo 5 || echo 7)
+        stamp "ncu: $kind pass $pass, prompt $P, ${PROFILE_Q:=fp8}, eager"
+        ids=$(python3 -c "print(','.join(str(1000 + 7 * i) for i in range($P)))")
+        OCTET_CUDA_PROFILE_PASS=$pass timeout 300 ncu --profile-from-start off \
+            --clock-control none --metrics gpu__time_duration.sum --csv "$D/octet" generate \
+            --model /tmp/llama8b --device cuda --enforce-eager --warmup \
+            --quantization "$PROFILE_Q" --prompt-ids "$ids" --max-tokens 4 --temperature 0 \
+            --ignore-eos >"$OUT/ncu_${kind}_$P.csv" 2>"$OUT/ncu_${kind}_$P.err"
+        echo "ncu rc=$?"
+        python3 bench/cuda/ncu_summary.py "$OUT/ncu_${kind}_$P.csv" |
+            tee "$OUT/ncu_summary_${kind}_$P.txt" | head -25
+    done
+fi
+stamp done
