@@ -16,6 +16,7 @@
 #              prefill:512"): Nsight Compute kernel times, summed per kernel by
 #              bench/cuda/ncu_summary.py
 #   PROFILE_Q  the --quantization of the profiled runs (default fp8)
+#   T_OPS, T_MEMCHECK, T_MODEL, T_BENCH, T_PROFILE  time limits in seconds
 set -uo pipefail
 OUT=${OUT:-build/cuda_bench/e2e}
 STEPS=${STEPS:-ops memcheck model bench profile}
@@ -32,27 +33,27 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --fo
 
 if want ops; then
     stamp "test_backend_ops"
-    timeout 300 "$D/run" tests/test_backend_ops >"$OUT/ops.log" 2>&1
+    timeout ${T_OPS:-150} "$D/run" tests/test_backend_ops >"$OUT/ops.log" 2>&1
     echo "test_backend_ops rc=$?" | tee -a "$OUT/ops.log"
     grep -E "^FAIL|passed|not ok" "$OUT/ops.log" | head -30
 fi
 if want memcheck; then
     stamp "compute-sanitizer memcheck on test_backend_ops (quick)"
-    OCTET_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck "$D/run" \
+    OCTET_TEST_QUICK=1 timeout ${T_MEMCHECK:-300} compute-sanitizer --tool memcheck "$D/run" \
         tests/test_backend_ops >"$OUT/memcheck.log" 2>&1
     echo "memcheck rc=$?" | tee -a "$OUT/memcheck.log"
     grep -E "ERROR SUMMARY|passed" "$OUT/memcheck.log" | tail -3
 fi
 if want model; then
     stamp "test_model_device"
-    BUILD=$D OCTET_DEVICE= timeout 400 "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
+    BUILD=$D OCTET_DEVICE= timeout ${T_MODEL:-200} "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
     echo "test_model_device rc=$?" | tee -a "$OUT/model_device.log"
     grep -E "logits|greedy|eval ppl|FAIL|passed" "$OUT/model_device.log" | head -40
 fi
 if want bench; then
     stamp "bench_e2e.py ${E2E_ARGS:=--quick --no-torch}"
     # shellcheck disable=SC2086
-    PYTHONUNBUFFERED=1 timeout 560 python3 ${BENCH_PY:-bench/cuda/bench_e2e.py} --octet "$D/octet" \
+    PYTHONUNBUFFERED=1 timeout ${T_BENCH:-560} python3 ${BENCH_PY:-bench/cuda/bench_e2e.py} --octet "$D/octet" \
         --out "$OUT" $E2E_ARGS >"$OUT/bench.log" 2>&1
     echo "bench rc=$?" | tee -a "$OUT/bench.log"
     tail -30 "$OUT/bench.log"
@@ -65,7 +66,7 @@ if want profile && [ -f /tmp/llama8b/config.json ]; then
         pass=$([ "$kind" = prefill ] && echo 5 || echo 7)
         stamp "ncu: $kind pass $pass, prompt $P, ${PROFILE_Q:=fp8}, eager"
         ids=$(python3 -c "print(','.join(str(1000 + 7 * i) for i in range($P)))")
-        OCTET_CUDA_PROFILE_PASS=$pass timeout 300 ncu --profile-from-start off \
+        OCTET_CUDA_PROFILE_PASS=$pass timeout ${T_PROFILE:-300} ncu --profile-from-start off \
             --clock-control none --metrics gpu__time_duration.sum --csv "$D/octet" generate \
             --model /tmp/llama8b --device cuda --enforce-eager --warmup \
             --quantization "$PROFILE_Q" --prompt-ids "$ids" --max-tokens 4 --temperature 0 \
