@@ -1149,6 +1149,27 @@ static void run_attention_long(bool fp8)
            "TFLOP/s causal), decode kernel %.2f ms; max |tc - decode| %.3g, sample rows max err "
            "%.3g (max|v| %.3g)\n",
            fp8 ? "e4m3" : "bf16", ms_tc, flop / (ms_tc * 1e9), ms_dec, diff, err, (double)f.vmax);
+    /* one decode row at the end of the context: 257 partitions to merge */
+    struct attn_batch b1;
+    const int64_t last = list[n - 1];
+    uint16_t *o1 = malloc((size_t)qd * 2);
+    REQUIRE(o1);
+    bool ok1 = ok && attn_batch_up(&f, &last, 1, false, &b1);
+    const double ms1 = ok1 ? attn_batch_ms(&f, &b1, 50) : -1.0;
+    ok1 = ok1 && ms1 > 0.0 && dev_down(o1, b1.dout, (size_t)qd * 2);
+    double err1 = ok1 ? 0.0 : (double)INFINITY;
+    attn_ref_row(&f, last, sc, qf, ref);
+    for (int64_t e = 0; ok1 && e < qd; e++) {
+        double x = fabs((double)fb(o1[e]) - (double)ref[e]);
+        err1 = x > err1 || isnan(x) ? x : err1;
+    }
+    CHECKF(err1 <= tol, "attention decode at 8192 %s: max err %.4g (tolerance %.4g)",
+           fp8 ? "e4m3" : "bf16", err1, tol);
+    printf("  attention decode at position 8191, %s kv: %.1f us per layer, max err %.3g\n",
+           fp8 ? "e4m3" : "bf16", ms1 * 1e3, err1);
+    if (ok)
+        attn_batch_free(&b1);
+    free(o1);
     attn_batch_free(&btc);
     attn_batch_free(&bdec);
     free(list);

@@ -59,13 +59,14 @@ struct oct_backend_ws {
     int64_t seen[MAX_GRAPHS]; /* row counts run once eagerly */
     int n_seen;
     int32_t *tok, *pos, *seq, *slot, *rows; /* device [max_tokens] */
-    int32_t *h_buf;                         /* host staging [8 * max_tokens] */
+    int32_t *h_buf; /* pinned host staging [8 * max_tokens]: pos, seq, slot, rows, tiles (2),
+                       drows, tok */
     /* attention's split of the batch (oct_cuda_attention_plan): prefill query
      * tiles [2 * max_tokens] and the other rows [max_tokens], on the device */
     int32_t *tiles, *drows;
     int64_t n_tiles, n_drows;
     int32_t *tables;   /* device [max_tokens * max_blocks] */
-    int32_t *h_tables; /* host staging of the same */
+    int32_t *h_tables; /* pinned host staging of the same */
     int64_t max_blocks, block_size;
     void *attn_ws; /* oct_cuda_attention's workspace */
     size_t attn_ws_bytes;
@@ -75,7 +76,7 @@ struct oct_backend_ws {
     float *logits; /* [logits_rows, V] f32, grown by begin to the rows wanted */
     int64_t logits_rows;
     /* device sampling: per-row parameters, ids and logprobs, [logits_rows] */
-    oct_cuda_sample_params *d_params;
+    oct_cuda_sample_params *d_params, *h_params; /* h_params: pinned staging */
     int32_t *d_ids;
     float *d_logprobs;
     int64_t n; /* rows of the pass in flight */
@@ -248,8 +249,9 @@ static void cu_ws_free(oct_backend *be, oct_backend_ws *ws)
                    ws->tmp,   ws->logits, ws->d_params, ws->d_ids,   ws->d_logprobs};
     for (size_t i = 0; i < OCT_ARRAY_LEN(dev); i++)
         oct_cuda_free(dev[i]);
-    oct_free(ws->h_buf);
-    oct_free(ws->h_tables);
+    oct_cuda_host_free(ws->h_buf);
+    oct_cuda_host_free(ws->h_tables);
+    oct_cuda_host_free(ws->h_params);
     oct_free(ws);
 }
 
@@ -290,8 +292,10 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     ws->attn_ws = ws->attn_ws_bytes ? dev_buf(ws->attn_ws_bytes, &ok) : NULL;
     ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
-    ws->h_buf = oct_malloc(8 * T * sizeof(int32_t));
-    ws->h_tables = oct_malloc(T * (size_t)ws->max_blocks * sizeof(int32_t));
+    if (oct_cuda_host_alloc((void **)&ws->h_buf, 8 * T * sizeof(int32_t)) != OCT_OK ||
+        oct_cuda_host_alloc((void **)&ws->h_tables, T * (size_t)ws->max_blocks * sizeof(int32_t)) !=
+            OCT_OK)
+        ok = false;
     if (!ok || !ws->h_buf || !ws->h_tables) {
         cu_ws_free(be, ws);
         return oct_error_set(err, OCT_ERR_NOMEM, -1,
@@ -351,22 +355,30 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
             oct_cuda_free(*bufs[i]);
             *bufs[i] = NULL;
         }
+        oct_cuda_host_free(ws->h_params);
+        ws->h_params = NULL;
         for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
             CK(oct_cuda_malloc(bufs[i], (size_t)n_out * per_row[i]), "logits buffers");
+        CK(oct_cuda_host_alloc((void **)&ws->h_params, (size_t)n_out * per_row[1]),
+           "sampling staging");
         ws->logits_rows = n_out;
     }
-    size_t b = (size_t)n * 4;
-    oct_status st;
-    if ((st = cu_upload(be, ws->tok, tokens, b, err)) ||
-        (st = cu_upload(be, ws->pos, h_pos, b, err)) ||
-        (st = cu_upload(be, ws->seq, h_seq, b, err)) ||
-        (st = cu_upload(be, ws->slot, h_slot, b, err)) ||
-        (n_out && (st = cu_upload(be, ws->rows, h_rows, (size_t)n_out * 4, err))) ||
-        (st = cu_upload(be, ws->tables, ws->h_tables, (size_t)(n_local * MB) * 4, err)) ||
-        (ws->n_tiles &&
-         ((st = cu_upload(be, ws->tiles, h_tiles, (size_t)ws->n_tiles * 8, err)) ||
-          (ws->n_drows && (st = cu_upload(be, ws->drows, h_drows, (size_t)ws->n_drows * 4, err))))))
-        return st;
+    /* from pinned staging, enqueued: the GPU copies while the host goes on to
+     * enqueue the pass (the previous pass ended with a synchronous read back) */
+    int32_t *h_tok = h_drows + T;
+    memcpy(h_tok, tokens, (size_t)n * 4);
+    void *stream = impl(be)->stream;
+    const size_t b = (size_t)n * 4;
+    if (oct_cuda_upload_async(ws->tok, h_tok, b, stream) ||
+        oct_cuda_upload_async(ws->pos, h_pos, b, stream) ||
+        oct_cuda_upload_async(ws->seq, h_seq, b, stream) ||
+        oct_cuda_upload_async(ws->slot, h_slot, b, stream) ||
+        oct_cuda_upload_async(ws->rows, h_rows, (size_t)n_out * 4, stream) ||
+        oct_cuda_upload_async(ws->tables, ws->h_tables, (size_t)(n_local * MB) * 4, stream) ||
+        oct_cuda_upload_async(ws->tiles, h_tiles, (size_t)ws->n_tiles * 8, stream) ||
+        oct_cuda_upload_async(ws->drows, h_drows, (size_t)(ws->n_tiles ? ws->n_drows : 0) * 4,
+                              stream))
+        return oct_error_set(err, OCT_ERR_INTERNAL, -1, "CUDA copy of the batch to the GPU failed");
     ws->n = n;
     ws->prep.unit = NULL;
     cuda_be *c = impl(be);
@@ -570,18 +582,17 @@ static oct_status cu_sample(oct_backend *be, oct_backend_ws *ws, int64_t n_out, 
                             oct_error *err)
 {
     cuda_be *c = impl(be);
-    oct_cuda_sample_params p[64];
-    for (int64_t r0 = 0; r0 < n_out; r0 += 64) { /* parameters up, 64 rows at a time */
-        const int64_t nr = OCT_MIN(64, n_out - r0);
-        for (int64_t i = 0; i < nr; i++) {
-            const oct_sample_req *q = &req[r0 + i];
-            p[i] = (oct_cuda_sample_params){q->temperature, q->top_p, q->min_p,
-                                            q->top_k,       q->seed,  q->step};
-        }
-        oct_status st = cu_upload(be, ws->d_params + r0, p, (size_t)nr * sizeof *p, err);
-        if (st != OCT_OK)
-            return st;
+    if (n_out > ws->logits_rows)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "sampling %lld rows of %lld",
+                             (long long)n_out, (long long)ws->logits_rows);
+    for (int64_t i = 0; i < n_out; i++) {
+        const oct_sample_req *q = &req[i];
+        ws->h_params[i] = (oct_cuda_sample_params){q->temperature, q->top_p, q->min_p,
+                                                   q->top_k,       q->seed,  q->step};
     }
+    CK(oct_cuda_upload_async(ws->d_params, ws->h_params, (size_t)n_out * sizeof *ws->h_params,
+                             c->stream),
+       "copy of the sampling parameters");
     CK(oct_cuda_sample(ws->logits, n_out, V, ws->d_params, ws->d_ids,
                        logprobs ? ws->d_logprobs : NULL, NULL, 0, c->stream),
        "sampling");

@@ -52,6 +52,11 @@ oct_status oct_cuda_graph_begin(void *stream);
 oct_status oct_cuda_graph_end(void *stream, void **exec);
 oct_status oct_cuda_graph_launch(void *exec, void *stream);
 void oct_cuda_graph_destroy(void *exec);
+/* Pinned host memory, and a copy from it to the device enqueued on `stream`
+ * (asynchronous: the source must stay unchanged until the stream gets there). */
+oct_status oct_cuda_host_alloc(void **out, size_t bytes);
+void oct_cuda_host_free(void *p);
+oct_status oct_cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream);
 /* Starts (on) or stops the profiler's capture range (ncu --profile-from-start off). */
 void oct_cuda_profiler(bool on);
 /* dst[t * dst_stride + j] = src[t * width + j] for t < n, j < width (bf16). */

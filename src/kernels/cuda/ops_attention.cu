@@ -285,10 +285,36 @@ __global__ void __launch_bounds__(kAttnThreads) attn_kernel(AttnArgs a)
     }
 }
 
-// Merges the partitions of rows that needed more than one: grid (rows, n_q).
-__global__ void __launch_bounds__(128) attn_reduce(AttnArgs a)
+constexpr int kRedThreads = 256;
+
+// Block-wide max (MAX) or sum over kRedThreads threads; every thread gets it.
+template <bool MAX> __device__ float red_block(float v)
 {
-    const int64_t x = blockIdx.x, t = a.rows ? a.rows[x] : x, h = blockIdx.y, d = a.d;
+    __shared__ float part[kRedThreads / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? fmaxf(v, w) : v + w;
+    }
+    __syncthreads(); // the slots are reused
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[0];
+    for (int i = 1; i < kRedThreads / 32; i++)
+        v = MAX ? fmaxf(v, part[i]) : v + part[i];
+    return v;
+}
+
+// Merges the partitions of rows that needed more than one: grid (rows, n_q).
+// The partitions' maxima and sums reduce over the block; the accumulators go
+// to G = kRedThreads / d groups of d threads, group g summing partitions g,
+// g + G, ... (independent loads in flight), then the groups add up in shared
+// memory.  A row of 8192 positions in 32-position partitions merges 257.
+__global__ void __launch_bounds__(kRedThreads) attn_reduce(AttnArgs a)
+{
+    const int64_t x = blockIdx.x, t = a.rows ? a.rows[x] : x, h = blockIdx.y;
+    const int d = (int)a.d, tid = (int)threadIdx.x;
     const int64_t p = a.row_pos[t];
     if (p < 0 || p >= a.max_ctx)
         return;
@@ -298,16 +324,28 @@ __global__ void __launch_bounds__(128) attn_reduce(AttnArgs a)
         return;
     const int64_t slot0 = (x * a.n_q + h) * a.max_parts;
     float M = -INFINITY;
-    for (int i = 0; i < nparts; i++)
+    for (int i = tid; i < nparts; i += kRedThreads)
         M = fmaxf(M, a.ws_m[slot0 + i]);
+    M = red_block<true>(M);
     float L = 0.0f;
-    for (int i = 0; i < nparts; i++)
+    for (int i = tid; i < nparts; i += kRedThreads)
         L += a.ws_l[slot0 + i] * expf(a.ws_m[slot0 + i] - M);
-    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-        float A = 0.0f;
-        for (int i = 0; i < nparts; i++)
+    L = red_block<false>(L);
+    const int G = kRedThreads / d, g = tid / d, e = tid % d;
+    float A = 0.0f;
+    if (g < G) {
+#pragma unroll 4
+        for (int i = g; i < nparts; i += G)
             A += a.ws_acc[(slot0 + i) * d + e] * expf(a.ws_m[slot0 + i] - M);
-        a.out[t * a.n_q * d + h * d + e] = oct_f32_to_bf16_dev(A / L);
+    }
+    __shared__ float acc[kRedThreads];
+    acc[tid] = A;
+    __syncthreads();
+    for (int i = tid; i < d; i += kRedThreads) {
+        float s = 0.0f;
+        for (int k = 0; k < G; k++)
+            s += acc[k * d + i];
+        a.out[t * a.n_q * d + h * d + i] = oct_f32_to_bf16_dev(s / L);
     }
 }
 
@@ -462,7 +500,7 @@ oct_status decode_launch(const AttnArgs &a, int64_t n, bool fp8, cudaStream_t st
     if (e != cudaSuccess)
         return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "attention: %s", cudaGetErrorString(e));
     if (a.max_parts > 1) {
-        attn_reduce<<<dim3((unsigned)n, (unsigned)a.n_q), 128, 0, st>>>(a);
+        attn_reduce<<<dim3((unsigned)n, (unsigned)a.n_q), kRedThreads, 0, st>>>(a);
         return oct_cuda_ops_launched("attention reduce");
     }
     return OCT_OK;

@@ -132,6 +132,28 @@ extern "C" oct_status oct_cuda_graph_launch(void *exec, void *stream)
                : OCT_ERR_INTERNAL;
 }
 
+extern "C" oct_status oct_cuda_host_alloc(void **out, size_t bytes)
+{
+    *out = NULL;
+    return cudaMallocHost(out, bytes ? bytes : 1) == cudaSuccess ? OCT_OK : OCT_ERR_NOMEM;
+}
+
+extern "C" void oct_cuda_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+extern "C" oct_status oct_cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return OCT_OK;
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, oct_cuda_stream(stream)) ==
+                   cudaSuccess
+               ? OCT_OK
+               : OCT_ERR_INTERNAL;
+}
+
 extern "C" void oct_cuda_profiler(bool on)
 {
     if (on)

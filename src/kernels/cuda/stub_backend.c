@@ -58,6 +58,24 @@ oct_status oct_cuda_graph_launch(void *exec, void *stream)
     return OCT_ERR_UNSUPPORTED;
 }
 
+oct_status oct_cuda_host_alloc(void **out, size_t bytes)
+{
+    (void)bytes;
+    *out = NULL;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+void oct_cuda_host_free(void *p)
+{
+    (void)p;
+}
+
+oct_status oct_cuda_upload_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)dst, (void)src, (void)bytes, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
 void oct_cuda_profiler(bool on)
 {
     (void)on;
