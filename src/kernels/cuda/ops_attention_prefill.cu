@@ -170,45 +170,23 @@ __device__ __forceinline__ void load_q(const oct_attn_prefill_args &a, const Til
     }
 }
 
-// Key tile at positions js.. (bf16 cache) into sk / sv ([kKeys][LD]).
-template <int D, int NT>
-__device__ __forceinline__ void load_kv_bf16(const oct_attn_prefill_args &a, const TileCtx &c,
-                                             int js, uint16_t *sk, uint16_t *sv)
+// Key tile at positions js.. into dk / dv, 16 bytes per copy: T = uint16_t, the
+// bf16 cache into rows of LD = D + kPad elements; T = uint8_t, E4M3 codes into
+// rows of LD = D bytes.  Keys outside [0, jhi] are zeros.
+template <int D, int NT, typename T, int LD>
+__device__ __forceinline__ void load_kv(const oct_attn_prefill_args &a, const TileCtx &c, int js,
+                                        T *sk, T *sv)
 {
-    constexpr int CH = D / 8, LD = D + kPad;
+    constexpr int EPC = 16 / (int)sizeof(T), CH = D / EPC; // elements, copies per row
     static_assert(kKeys * CH % NT == 0, "whole passes");
-    const uint16_t *kc = static_cast<const uint16_t *>(a.kc);
-    const uint16_t *vc = static_cast<const uint16_t *>(a.vc);
+    const T *kc = static_cast<const T *>(a.kc);
+    const T *vc = static_cast<const T *>(a.vc);
 #pragma unroll
     for (int it = 0; it < kKeys * CH / NT; it++) {
         const int i = it * NT + (int)threadIdx.x, r = i / CH, ch = i % CH, j = js + r;
-        uint16_t *dk = sk + r * LD + ch * 8, *dv = sv + r * LD + ch * 8;
+        T *dk = sk + r * LD + ch * EPC, *dv = sv + r * LD + ch * EPC;
         if (j >= 0 && j <= c.jhi) {
-            const int64_t e = kv_row<D>(a, c, j) + ch * 8;
-            cp_async16(dk, kc + e);
-            cp_async16(dv, vc + e);
-        } else {
-            zero16(dk);
-            zero16(dv);
-        }
-    }
-}
-
-// Key tile at positions js.. (E4M3 cache) as codes into rk / rv ([kKeys][D] bytes).
-template <int D, int NT>
-__device__ __forceinline__ void load_kv_fp8(const oct_attn_prefill_args &a, const TileCtx &c,
-                                            int js, uint8_t *rk, uint8_t *rv)
-{
-    constexpr int CH = D / 16;
-    static_assert(kKeys * CH % NT == 0, "whole passes");
-    const uint8_t *kc = static_cast<const uint8_t *>(a.kc);
-    const uint8_t *vc = static_cast<const uint8_t *>(a.vc);
-#pragma unroll
-    for (int it = 0; it < kKeys * CH / NT; it++) {
-        const int i = it * NT + (int)threadIdx.x, r = i / CH, ch = i % CH, j = js + r;
-        uint8_t *dk = rk + r * D + ch * 16, *dv = rv + r * D + ch * 16;
-        if (j >= 0 && j <= c.jhi) {
-            const int64_t e = kv_row<D>(a, c, j) + ch * 16;
+            const int64_t e = kv_row<D>(a, c, j) + ch * EPC;
             cp_async16(dk, kc + e);
             cp_async16(dv, vc + e);
         } else {
@@ -458,9 +436,9 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
 
     load_q<D, HG, NT>(a, c, sq);
     if (FP8)
-        load_kv_fp8<D, NT>(a, c, c.p0, raw, raw + 2 * C::RAW);
+        load_kv<D, NT, uint8_t, D>(a, c, c.p0, raw, raw + 2 * C::RAW);
     else
-        load_kv_bf16<D, NT>(a, c, c.p0, sk0, sv0);
+        load_kv<D, NT, uint16_t, D + kPad>(a, c, c.p0, sk0, sv0);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -491,11 +469,12 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
         const int st = FP8 ? 0 : i & 1;
         if (i + 1 < n_iter) {
             if (FP8)
-                load_kv_fp8<D, NT>(a, c, js - kKeys, raw + ((i + 1) & 1) * C::RAW,
-                                   raw + (2 + ((i + 1) & 1)) * C::RAW);
+                load_kv<D, NT, uint8_t, D>(a, c, js - kKeys, raw + ((i + 1) & 1) * C::RAW,
+                                           raw + (2 + ((i + 1) & 1)) * C::RAW);
             else
-                load_kv_bf16<D, NT>(a, c, js - kKeys, sk0 + ((i + 1) & 1) * 2 * C::KV,
-                                    sv0 + ((i + 1) & 1) * 2 * C::KV);
+                load_kv<D, NT, uint16_t, D + kPad>(a, c, js - kKeys,
+                                                   sk0 + ((i + 1) & 1) * 2 * C::KV,
+                                                   sv0 + ((i + 1) & 1) * 2 * C::KV);
         }
         cp_async_commit();
         if (FP8) {
