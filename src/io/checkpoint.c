@@ -10,6 +10,7 @@
  * collected under their canonical names (docs/FORMATS.md §KV-cache scales). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
@@ -24,7 +25,8 @@ struct oct_checkpoint {
     bool fnuz;
     oct_ckpt_linear *lin; /* [n_lin] */
     int64_t n_lin;
-    oct_ckpt_kv *kv; /* [n_kv] */
+    const oct_ckpt_linear **lin_by_name; /* [n_lin] sorted by name, for _find_linear */
+    oct_ckpt_kv *kv;                     /* [n_kv] */
     int64_t n_kv;
     char **strs; /* owned strings the descriptions point to */
     int64_t n_strs, cap_strs;
@@ -54,6 +56,7 @@ void oct_checkpoint_free(oct_checkpoint *ck)
         oct_free(ck->strs[i]);
     oct_free(ck->strs);
     oct_free(ck->lin);
+    oct_free((void *)ck->lin_by_name);
     oct_free(ck->kv);
     io_qconfig_free(ck->qc);
     oct_free(ck->qc_json); /* from io_json_dump */
@@ -583,6 +586,27 @@ static void make_scheme(oct_checkpoint *ck)
     snprintf(ck->scheme, sizeof ck->scheme, "%s", s);
 }
 
+static int cmp_lin_name(const void *a, const void *b)
+{
+    const oct_ckpt_linear *x = *(const oct_ckpt_linear *const *)a;
+    const oct_ckpt_linear *y = *(const oct_ckpt_linear *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+/* lin_by_name: module names need not sort as their ".weight" tensors do
+ * ("a.b" < "a.b-c" but "a.b-c.weight" < "a.b.weight"), so they get their own
+ * order. */
+static oct_status index_linears(oct_checkpoint *ck, oct_error *err)
+{
+    ck->lin_by_name = oct_calloc(ck->n_lin ? (size_t)ck->n_lin : 1, sizeof(*ck->lin_by_name));
+    if (!ck->lin_by_name)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; i < ck->n_lin; i++)
+        ck->lin_by_name[i] = &ck->lin[i];
+    qsort((void *)ck->lin_by_name, (size_t)ck->n_lin, sizeof(*ck->lin_by_name), cmp_lin_name);
+    return OCT_OK;
+}
+
 static oct_status build_all(oct_checkpoint *ck, oct_error *err)
 {
     build b = {ck, NULL, ck->ts};
@@ -619,6 +643,8 @@ static oct_status build_all(oct_checkpoint *ck, oct_error *err)
                                oct_ckpt_format_str(io_qconfig_format(ck->qc)));
     }
     oct_free(b.used);
+    if (st == OCT_OK)
+        st = index_linears(ck, err);
     if (st == OCT_OK)
         make_scheme(ck);
     return st;
@@ -726,11 +752,19 @@ const oct_ckpt_linear *oct_checkpoint_linear(const oct_checkpoint *ck, int64_t i
 
 const oct_ckpt_linear *oct_checkpoint_find_linear(const oct_checkpoint *ck, const char *name)
 {
-    if (!ck || !name)
+    if (!ck || !name || !ck->lin_by_name)
         return NULL;
-    for (int64_t i = 0; i < ck->n_lin; i++)
-        if (strcmp(ck->lin[i].name, name) == 0)
-            return &ck->lin[i];
+    int64_t lo = 0, hi = ck->n_lin - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, ck->lin_by_name[mid]->name);
+        if (c == 0)
+            return ck->lin_by_name[mid];
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
     return NULL;
 }
 

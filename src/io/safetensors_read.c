@@ -98,15 +98,24 @@ static size_t utf8_check(const uint8_t *s, size_t len, bool *in_string)
     return len;
 }
 
+/* A header key being parsed: enough to find its entry when an error needs it. */
+typedef struct st_key {
+    const uint8_t *hdr; /* [hlen] the header JSON */
+    size_t hlen;
+    const char *name;
+} st_key;
+
 /* Byte offset (in the file) of the first occurrence of "name" in the header,
  * to point errors at the tensor's entry; the header start when not found
- * (names with escapes). */
-static int64_t key_offset(const uint8_t *hdr, size_t hlen, const char *name)
+ * (names with escapes).  A scan of the whole header: called only on the
+ * error path, so that parsing stays linear in the header size. */
+static int64_t key_offset(const st_key *k)
 {
-    size_t nl = strlen(name);
-    if (nl + 2 <= hlen) {
-        for (size_t i = 0; i + nl + 2 <= hlen; i++) {
-            if (hdr[i] == '"' && memcmp(hdr + i + 1, name, nl) == 0 && hdr[i + 1 + nl] == '"')
+    size_t nl = strlen(k->name);
+    if (nl + 2 <= k->hlen) {
+        for (size_t i = 0; i + nl + 2 <= k->hlen; i++) {
+            if (k->hdr[i] == '"' && memcmp(k->hdr + i + 1, k->name, nl) == 0 &&
+                k->hdr[i + 1 + nl] == '"')
                 return (int64_t)(8 + i);
         }
     }
@@ -150,11 +159,12 @@ void oct_safetensors_free(oct_safetensors *st)
     oct_free(st);
 }
 
-static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off, oct_error *err)
+static oct_status parse_metadata(oct_safetensors *st, json_t *meta, const st_key *key,
+                                 oct_error *err)
 {
     if (!json_is_object(meta))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: __metadata__ is not a JSON object",
-                       st->label);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                       "%s: __metadata__ is not a JSON object", st->label);
     size_t n = json_object_size(meta);
     st->meta_keys = oct_calloc(n ? n : 1, sizeof(char *));
     st->meta_vals = oct_calloc(n ? n : 1, sizeof(char *));
@@ -165,7 +175,7 @@ static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off,
     json_object_foreach(meta, k, v)
     {
         if (!json_is_string(v))
-            return ST_FAIL(err, OCT_ERR_FORMAT, off,
+            return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                            "%s: __metadata__ value of key '%s' is not a string", st->label, k);
         st->meta_keys[st->n_meta] = oct_strdup(k);
         st->meta_vals[st->n_meta] = oct_strdup(json_string_value(v));
@@ -178,72 +188,74 @@ static oct_status parse_metadata(oct_safetensors *st, json_t *meta, int64_t off,
 
 /* Fills t from the header entry `v` of tensor `name`; `data_len` is the size
  * of the data section. */
-static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v, int64_t off,
-                              uint64_t data_len, oct_tensor *t, oct_error *err)
+static oct_status parse_entry(oct_safetensors *st, const st_key *key, json_t *v, uint64_t data_len,
+                              oct_tensor *t, oct_error *err)
 {
-    const char *L = st->label;
+    const char *L = st->label, *name = key->name;
     if (!json_is_object(v))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': entry is not a JSON object", L,
-                       name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                       "%s: tensor '%s': entry is not a JSON object", L, name);
     const char *k;
     json_t *x;
     json_object_foreach(v, k, x)
     {
         if (strcmp(k, "dtype") != 0 && strcmp(k, "shape") != 0 && strcmp(k, "data_offsets") != 0)
-            return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': unknown key '%s'", L, name,
-                           k);
+            return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                           "%s: tensor '%s': unknown key '%s'", L, name, k);
     }
     const json_t *jd = json_object_get(v, "dtype");
     const json_t *js = json_object_get(v, "shape");
     const json_t *jo = json_object_get(v, "data_offsets");
     if (!jd)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': missing \"dtype\"", L, name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key), "%s: tensor '%s': missing \"dtype\"",
+                       L, name);
     if (!js)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': missing \"shape\"", L, name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key), "%s: tensor '%s': missing \"shape\"",
+                       L, name);
     if (!jo)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': missing \"data_offsets\"", L,
-                       name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                       "%s: tensor '%s': missing \"data_offsets\"", L, name);
     if (!json_is_string(jd))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': \"dtype\" is not a string", L,
-                       name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                       "%s: tensor '%s': \"dtype\" is not a string", L, name);
     if (oct_dtype_parse(json_string_value(jd), &t->dtype) != OCT_OK)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': unknown dtype '%s'", L, name,
-                       json_string_value(jd));
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key), "%s: tensor '%s': unknown dtype '%s'",
+                       L, name, json_string_value(jd));
     if (!json_is_array(js))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off, "%s: tensor '%s': \"shape\" is not an array", L,
-                       name);
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
+                       "%s: tensor '%s': \"shape\" is not an array", L, name);
     size_t nd = json_array_size(js);
     if (nd > OCT_MAX_DIMS)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off,
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                        "%s: tensor '%s': shape has %zu dimensions, at most %d are supported", L,
                        name, nd, OCT_MAX_DIMS);
     t->n_dims = (int)nd;
     for (size_t i = 0; i < nd; i++) {
         const json_t *d = json_array_get(js, i);
         if (!json_is_integer(d) || json_integer_value(d) < 0)
-            return ST_FAIL(err, OCT_ERR_FORMAT, off,
+            return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                            "%s: tensor '%s': shape[%zu] is not a non-negative integer", L, name, i);
         t->dims[i] = (int64_t)json_integer_value(d);
     }
     size_t numel, bytes;
     if (!oct_shape_numel(t->dims, t->n_dims, &numel) || numel > (size_t)INT64_MAX ||
         !oct_size_mul(numel, oct_dtype_size(t->dtype), &bytes))
-        return ST_FAIL(err, OCT_ERR_FORMAT, off,
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                        "%s: tensor '%s': shape overflows (element count x dtype size does not "
                        "fit in 64 bits)",
                        L, name);
     t->numel = (int64_t)numel;
     if (!json_is_array(jo) || json_array_size(jo) != 2)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off,
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                        "%s: tensor '%s': \"data_offsets\" is not an array of 2 integers", L, name);
     const json_t *jb = json_array_get(jo, 0), *je = json_array_get(jo, 1);
     if (!json_is_integer(jb) || !json_is_integer(je) || json_integer_value(jb) < 0 ||
         json_integer_value(je) < 0)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off,
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                        "%s: tensor '%s': data_offsets are not non-negative integers", L, name);
     uint64_t b = (uint64_t)json_integer_value(jb), e = (uint64_t)json_integer_value(je);
     if (b > e)
-        return ST_FAIL(err, OCT_ERR_FORMAT, off,
+        return ST_FAIL(err, OCT_ERR_FORMAT, key_offset(key),
                        "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", L, name,
                        (unsigned long long)b, (unsigned long long)e);
     if (e > data_len)
@@ -268,6 +280,48 @@ static oct_status parse_entry(oct_safetensors *st, const char *name, json_t *v, 
     t->size_bytes = bytes;
     t->file_offset = st->data_start + b;
     t->file = st->label;
+    return OCT_OK;
+}
+
+/* Sorts the tensors by offset and checks that they tile the data section:
+ * no overlap, no gap, nothing after the last one. */
+static oct_status check_tiling(oct_safetensors *st, oct_error *err)
+{
+    const char *L = st->label;
+    qsort(st->tensors, (size_t)st->n, sizeof(oct_tensor), cmp_by_offset);
+    uint64_t expect = st->data_start;
+    for (int64_t i = 0; i < st->n; i++) {
+        const oct_tensor *t = &st->tensors[i];
+        if (t->file_offset < expect)
+            return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)t->file_offset,
+                           "%s: tensor '%s': data at byte %llu overlaps tensor '%s' (which ends "
+                           "at byte %llu)",
+                           L, t->name, (unsigned long long)t->file_offset, st->tensors[i - 1].name,
+                           (unsigned long long)expect);
+        if (t->file_offset > expect)
+            return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)expect,
+                           "%s: tensor '%s': gap of %llu unused bytes before its data (bytes "
+                           "%llu..%llu)",
+                           L, t->name, (unsigned long long)(t->file_offset - expect),
+                           (unsigned long long)expect, (unsigned long long)t->file_offset);
+        expect = t->file_offset + t->size_bytes;
+    }
+    if (expect != st->size)
+        return ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)expect,
+                       "%s: %llu trailing bytes after the last tensor's data (byte %llu)", L,
+                       (unsigned long long)(st->size - expect), (unsigned long long)expect);
+    return OCT_OK;
+}
+
+/* by_name: the tensors sorted by name, for oct_safetensors_find. */
+static oct_status index_names(oct_safetensors *st, oct_error *err)
+{
+    st->by_name = oct_calloc(st->n ? (size_t)st->n : 1, sizeof(*st->by_name));
+    if (!st->by_name)
+        return ST_FAIL(err, OCT_ERR_NOMEM, -1, "%s: out of memory", st->label);
+    for (int64_t i = 0; i < st->n; i++)
+        st->by_name[i] = &st->tensors[i];
+    qsort(st->by_name, (size_t)st->n, sizeof(*st->by_name), cmp_by_name);
     return OCT_OK;
 }
 
@@ -336,53 +390,20 @@ static oct_status parse_header(oct_safetensors *st, oct_error *err)
     json_t *val;
     json_object_foreach(root, key, val)
     {
-        int64_t off = key_offset(hdr, (size_t)hlen, key);
+        st_key k = {hdr, (size_t)hlen, key};
         if (strcmp(key, "__metadata__") == 0) {
-            rc = parse_metadata(st, val, off, err);
+            rc = parse_metadata(st, val, &k, err);
         } else {
-            rc = parse_entry(st, key, val, off, data_len, &st->tensors[st->n], err);
+            rc = parse_entry(st, &k, val, data_len, &st->tensors[st->n], err);
             if (rc == OCT_OK)
                 st->n++;
         }
         if (rc != OCT_OK)
             goto out;
     }
-    qsort(st->tensors, (size_t)st->n, sizeof(oct_tensor), cmp_by_offset);
-    uint64_t expect = st->data_start;
-    for (int64_t i = 0; i < st->n; i++) {
-        const oct_tensor *t = &st->tensors[i];
-        if (t->file_offset < expect) {
-            rc = ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)t->file_offset,
-                         "%s: tensor '%s': data at byte %llu overlaps tensor '%s' (which ends at "
-                         "byte %llu)",
-                         L, t->name, (unsigned long long)t->file_offset, st->tensors[i - 1].name,
-                         (unsigned long long)expect);
-            goto out;
-        }
-        if (t->file_offset > expect) {
-            rc = ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)expect,
-                         "%s: tensor '%s': gap of %llu unused bytes before its data (bytes "
-                         "%llu..%llu)",
-                         L, t->name, (unsigned long long)(t->file_offset - expect),
-                         (unsigned long long)expect, (unsigned long long)t->file_offset);
-            goto out;
-        }
-        expect = t->file_offset + t->size_bytes;
-    }
-    if (expect != st->size) {
-        rc = ST_FAIL(err, OCT_ERR_FORMAT, (int64_t)expect,
-                     "%s: %llu trailing bytes after the last tensor's data (byte %llu)", L,
-                     (unsigned long long)(st->size - expect), (unsigned long long)expect);
-        goto out;
-    }
-    st->by_name = oct_calloc(st->n ? (size_t)st->n : 1, sizeof(*st->by_name));
-    if (!st->by_name) {
-        rc = ST_FAIL(err, OCT_ERR_NOMEM, -1, "%s: out of memory", L);
-        goto out;
-    }
-    for (int64_t i = 0; i < st->n; i++)
-        st->by_name[i] = &st->tensors[i];
-    qsort(st->by_name, (size_t)st->n, sizeof(*st->by_name), cmp_by_name);
+    rc = check_tiling(st, err);
+    if (rc == OCT_OK)
+        rc = index_names(st, err);
 out:
     json_decref(root);
     return rc;

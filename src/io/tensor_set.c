@@ -15,7 +15,7 @@
 
 struct oct_tensor_set {
     oct_safetensors **files; /* [n_files] */
-    int n_files;
+    int n_files, cap_files;
     const oct_tensor **tensors; /* [n] sorted by name */
     int64_t n;
     uint64_t bytes;
@@ -50,12 +50,16 @@ static oct_status add_file(oct_tensor_set *ts, const char *dir, const char *name
     char *path = io_path_join(dir, name);
     if (!path)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    oct_safetensors **nf = oct_realloc(ts->files, (size_t)(ts->n_files + 1) * sizeof(*nf));
-    if (!nf) {
-        oct_free(path);
-        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    if (ts->n_files == ts->cap_files) {
+        int cap = ts->cap_files ? ts->cap_files * 2 : 16;
+        oct_safetensors **nf = oct_realloc(ts->files, (size_t)cap * sizeof(*nf));
+        if (!nf) {
+            oct_free(path);
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        ts->files = nf;
+        ts->cap_files = cap;
     }
-    ts->files = nf;
     oct_status st = oct_safetensors_open(path, &ts->files[ts->n_files], err);
     oct_free(path);
     if (st != OCT_OK)
