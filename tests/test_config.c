@@ -86,6 +86,19 @@ static void test_errors(void)
     CHECK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
                 "\"vocab_size\": 100, \"rms_norm_eps\": NaN}",
                 &c, &err) == OCT_ERR_FORMAT);
+    /* a context length of 0 or below (serve sized its KV pool as 0 MB from it) */
+    for (int i = 0; i < 2; i++) {
+        char j[256];
+        snprintf(j, sizeof j,
+                 "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                 "\"vocab_size\": 100, \"max_position_embeddings\": %d}",
+                 i ? -5 : 0);
+        CHECK(parse(j, &c, &err) == OCT_ERR_FORMAT);
+        CHECKF(strstr(err.message, "max_position_embeddings") != NULL, "%s", err.message);
+    }
+    CHECK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                "\"vocab_size\": 100, \"max_position_embeddings\": 4611686018427387904}",
+                &c, &err) == OCT_ERR_FORMAT);
     CHECK(parse("{\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":100}", &c,
                 &err) == OCT_ERR_FORMAT);
     CHECK(strstr(err.message, "config.json.hidden_size: required key is missing") != NULL);

@@ -149,6 +149,11 @@ static oct_status parse_model(const json_t *m, const char *L, oct_model_config *
     OCT_TRY(io_json_int(m, "num_key_value_heads", L, false, &c->n_kv_heads, err));
     OCT_TRY(io_json_int(m, "vocab_size", L, true, &c->vocab_size, err));
     OCT_TRY(io_json_int(m, "max_position_embeddings", L, false, &c->max_position_embeddings, err));
+    if (json_is_integer(json_object_get(m, "max_position_embeddings")) &&
+        c->max_position_embeddings < 1)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.max_position_embeddings: %lld (a context length is positive)", L,
+                             (long long)c->max_position_embeddings);
     OCT_TRY(io_json_num(m, "rms_norm_eps", L, false, &c->rms_norm_eps, err));
     OCT_TRY(io_json_num(m, "rope_theta", L, false, &c->rope_theta, err));
     OCT_TRY(io_json_bool(m, "tie_word_embeddings", L, false, &c->tie_word_embeddings, err));

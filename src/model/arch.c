@@ -46,10 +46,14 @@ static oct_status num_or(const json_t *o, const char *key, const char *where, fl
 static oct_status arch_extras(const family *fam, const json_t *c, oct_arch *out, oct_error *err)
 {
     const char *L = "config.json";
-    int64_t sw = 0;
+    int64_t sw = INT64_MIN; /* absent or null: none */
     bool use = false, bias = false;
     OCT_TRY(io_json_int(c, "sliding_window", L, false, &sw, err));
     OCT_TRY(io_json_bool(c, "use_sliding_window", L, false, &use, err));
+    if (sw != INT64_MIN && sw <= 0 && (fam->sliding_when_set || use))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.sliding_window: %lld (a window is positive; null for none)", L,
+                             (long long)sw);
     if (sw > 0 && (fam->sliding_when_set || use))
         out->sliding_window = sw;
     if (fam->granite) {

@@ -2,6 +2,7 @@
  * mmap, quantizes it (online) or takes its FP8 codes (pre-quantized), hands it
  * to its kernel (which repacks it once), and drops the source pages, so the
  * peak is the loaded model plus one unit in flight. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +181,54 @@ static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *s
     return st;
 }
 
+/* A unit's FP8 weights must decode to finite values: no NaN code (E4M3FN
+ * 0x7F / 0xFF), every float scale positive, finite and small enough that 448
+ * times it is finite (MX scales are powers of two by construction).  A NaN or
+ * Inf in BF16 weights shows here as a NaN scale (online quantization). */
+static oct_status check_fp8(const oct_plan_group *g, const uint8_t *codes, size_t nk,
+                            const float *scales, size_t n_scales, oct_error *err)
+{
+    int64_t bad = (int64_t)nk; /* the first NaN code */
+#pragma omp parallel for schedule(static) reduction(min : bad) if (nk > (1u << 20))
+    for (int64_t i = 0; i < (int64_t)nk; i++)
+        if ((codes[i] & 0x7F) == 0x7F)
+            bad = bad < i ? bad : i;
+    if (bad < (int64_t)nk)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: weight [%lld, %lld] decodes to NaN (a NaN code, or NaN / Inf in "
+                             "the weights quantized)",
+                             g->name, (long long)(bad / g->k), (long long)(bad % g->k));
+    const bool mx = g->desc.weight_scale == OCT_SCALE_MX32;
+    for (size_t i = 0; scales && mx && i < n_scales; i++)
+        if (((const uint8_t *)scales)[i] == 0xFF) /* E8M0 NaN */
+            return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: MX scale %zu is NaN", g->name, i);
+    const float lim = FLT_MAX / 448.0f;
+    for (size_t i = 0; scales && !mx && i < n_scales; i++)
+        if (!(scales[i] > 0.0f) || !(scales[i] <= lim))
+            return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                                 "%s: weight scale %zu is %g (weights with NaN or Inf, or a scale "
+                                 "whose products overflow: it must be positive and at most %g)",
+                                 g->name, i, (double)scales[i], (double)lim);
+    return OCT_OK;
+}
+
+/* Unquantized weights as loaded (f32 rows): finite. */
+static oct_status check_finite_rows(const oct_plan_group *g, const float *x, int64_t r0, int64_t n,
+                                    oct_error *err)
+{
+    const int64_t m = n * g->k;
+    int64_t bad = m; /* the first non-finite value */
+#pragma omp parallel for schedule(static) reduction(min : bad) if (m > (1 << 16))
+    for (int64_t i = 0; i < m; i++)
+        if (!isfinite(x[i]))
+            bad = bad < i ? bad : i;
+    if (bad == m)
+        return OCT_OK;
+    return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: weight [%lld, %lld] is %g (NaN or Inf)",
+                         g->name, (long long)(r0 + bad / g->k), (long long)(bad % g->k),
+                         (double)x[bad]);
+}
+
 static size_t n_scale_values(const oct_linear_desc *d)
 {
     switch (d->weight_scale) {
@@ -215,8 +264,10 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
         for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
             int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
             if (d->weight_type == OCT_WEIGHT_F32) {
-                st = unit_read_f32_par(g, r, n, (float *)w + r * g->k, err);
-            } else if ((st = unit_read_f32_par(g, r, n, chunk, err)) == OCT_OK) {
+                if ((st = unit_read_f32_par(g, r, n, (float *)w + r * g->k, err)) == OCT_OK)
+                    st = check_finite_rows(g, (float *)w + r * g->k, r, n, err);
+            } else if ((st = unit_read_f32_par(g, r, n, chunk, err)) == OCT_OK &&
+                       (st = check_finite_rows(g, chunk, r, n, err)) == OCT_OK) {
                 uint16_t *wb = (uint16_t *)w + r * g->k;
 #pragma omp parallel for schedule(static) if (n * g->k > (1 << 16))
                 for (int64_t i = 0; i < n * g->k; i++)
@@ -224,6 +275,8 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
             }
         }
     }
+    if (st == OCT_OK && d->weight_type == OCT_WEIGHT_FP8)
+        st = check_fp8(g, w, nk, sc, nsc, err);
     if (st == OCT_OK && bias) {
         int64_t o = 0;
         for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
