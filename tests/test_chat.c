@@ -146,7 +146,7 @@ static void test_errors(void)
     deep[4000] = 0;
     char tpl[4200];
     snprintf(tpl, sizeof tpl, "{{ %s1 }}", deep);
-    check_error(tpl, "nested too deeply");
+    check_error(tpl, "expression nested deeper than 256");
 }
 
 static void test_render_with_tokenizer(void)

@@ -12,6 +12,20 @@
 
 #include "tokenizer/tok_internal.h"
 
+/* ----------------------------------------------------------------- limits */
+
+/* A template is client data for the server's chat endpoint: these bound the
+ * stack and the time one render can take.  Jinja2 itself (as transformers
+ * runs it) stops well below the depths: Python rejects more than 100 nested
+ * ifs or 20 nested fors, and ~90 nested parentheses exhaust its recursion
+ * limit. */
+#define JINJA_MAX_BLOCK_DEPTH 256  /* nested if/for/set/generation blocks (parser) */
+#define JINJA_MAX_EXPR_DEPTH 256   /* nested (), [], {}, arguments, unary, not and ** chains */
+#define JINJA_MAX_EVAL_DEPTH 1024  /* evaluator recursion: expression tree + blocks */
+#define JINJA_MAX_VALUE_DEPTH 1000 /* list/dict nesting that str/tojson/== walk */
+#define JINJA_MAX_STEPS 50000000u  /* statements + expression nodes + loop iterations */
+#define JINJA_MAX_TEXT ((size_t)64 << 20) /* rendered text, and one value's str()/tojson */
+
 /* ------------------------------------------------------------------ arena */
 
 typedef struct jarena_chunk jarena_chunk;
@@ -23,6 +37,18 @@ typedef struct jarena {
 
 void *jarena_alloc(jarena *a, size_t n); /* zeroed; NULL when over the limit */
 void jarena_free(jarena *a);
+
+/* A point in the arena's allocation history: jarena_release gives back
+ * everything allocated after it (the caller guarantees nothing still points
+ * there); jarena_since tells whether `p` was allocated after it. */
+typedef struct jarena_mark {
+    jarena_chunk *chunk;
+    size_t used, used_total;
+} jarena_mark;
+
+jarena_mark jarena_get_mark(const jarena *a);
+void jarena_release(jarena *a, jarena_mark m);
+bool jarena_since(const jarena *a, jarena_mark m, const void *p);
 
 /* ----------------------------------------------------------------- values */
 
@@ -116,7 +142,8 @@ typedef struct jv_json_fmt {
     size_t indent_len, item_sep_len, key_sep_len;
     bool sort_keys, ensure_ascii;
 } jv_json_fmt;
-/* False for values JSON cannot hold (and out of memory). */
+/* False for values JSON cannot hold, nested deeper than JINJA_MAX_VALUE_DEPTH
+ * (and out of memory). */
 bool jv_to_json(const jv *v, const jv_json_fmt *fmt, tok_buf *out);
 
 bool jv_truthy(const jv *v);
@@ -124,7 +151,11 @@ bool jv_truthy(const jv *v);
 bool jv_to_str(const jv *v, tok_buf *out);
 /* Python repr() (strings quoted), for lists/dicts inside str(). */
 bool jv_repr(const jv *v, tok_buf *out);
+/* Python ==; false for values nested deeper than JINJA_MAX_VALUE_DEPTH. */
 bool jv_equal(const jv *a, const jv *b);
+/* Whether lists/dicts nest deeper than JINJA_MAX_VALUE_DEPTH in v (namespace
+ * attributes count): tells that limit from out of memory when str() fails. */
+bool jv_too_deep(const jv *v);
 const char *jv_type_name(jv_type t);
 
 /* ----------------------------------------------------------------- lexer */

@@ -400,7 +400,7 @@ static jv filter_tojson(ev *e, const jnode *n, const jv *v, const args *a)
         if (v->t == JV_UNDEF || v->t == JV_FUNC)
             return jev_fail(e, n, "tojson: Object of type %s is not JSON serializable",
                             jv_type_name(v->t));
-        return jev_nomem(e);
+        return jev_value_fail(e, n, v);
     }
     return jev_buf_str(e, &b);
 }
@@ -464,7 +464,7 @@ jv jev_apply_filter(ev *e, const jnode *n, const char *name, const jv *v, const 
         }
         if (!ok) {
             tok_buf_free(&b);
-            return jev_nomem(e);
+            return jev_value_fail(e, n, v);
         }
         return jev_buf_str(e, &b);
     }
@@ -719,7 +719,7 @@ jv jev_call_method(ev *e, const jnode *n, const jv *obj, const char *name, const
                 ok = (!i || tok_buf_append(&b, s->data, s->len)) && jv_to_str(&l->v[i], &b);
             if (!ok) {
                 tok_buf_free(&b);
-                return jev_nomem(e);
+                return jev_value_fail(e, n, x);
             }
             return jev_buf_str(e, &b);
         }
@@ -762,6 +762,16 @@ jv jev_call_method(ev *e, const jnode *n, const jv *obj, const char *name, const
 }
 
 /* --------------------------------------------------------------- globals */
+
+/* len(range(start, stop, step)) as Python computes it (step != 0). */
+static uint64_t range_len(int64_t start, int64_t stop, int64_t step)
+{
+    if (step > 0 ? stop <= start : stop >= start)
+        return 0;
+    uint64_t span = step > 0 ? (uint64_t)stop - (uint64_t)start : (uint64_t)start - (uint64_t)stop;
+    uint64_t ustep = step > 0 ? (uint64_t)step : (uint64_t)(-(step + 1)) + 1;
+    return span / ustep + (span % ustep != 0);
+}
 
 jv jev_call_global(ev *e, const jnode *n, const jv *fn, const args *a)
 {
@@ -809,15 +819,17 @@ jv jev_call_global(ev *e, const jnode *n, const jv *fn, const args *a)
             return jev_fail(e, n, "range() needs arguments");
         if (step == 0)
             return jev_fail(e, n, "range() step must not be zero");
+        uint64_t count = range_len(start, stop, step);
+        if (count > 1000000)
+            return jev_fail(e, n, "range() too long");
         jv out = jv_list_new(e->a);
-        if (out.t != JV_LIST)
+        jv *v = count ? jarena_alloc(e->a, (size_t)count * sizeof *v) : NULL;
+        if (out.t != JV_LIST || (count && !v))
             return jev_nomem(e);
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-            if (out.u.l->n >= 1000000)
-                return jev_fail(e, n, "range() too long");
-            if (!jv_list_push(e->a, out.u.l, jv_int(i)))
-                return jev_nomem(e);
-        }
+        out.u.l->v = v;
+        out.u.l->n = out.u.l->cap = (size_t)count;
+        for (uint64_t k = 0; k < count; k++)
+            v[k] = jv_int((int64_t)((uint64_t)start + k * (uint64_t)step));
         return out;
     }
     case FN_STRFTIME: {

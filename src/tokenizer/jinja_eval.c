@@ -57,9 +57,17 @@ jv jev_to_str(ev *e, const jv *v)
     tok_buf b = {0};
     if (!jv_to_str(v, &b)) {
         tok_buf_free(&b);
-        return jev_nomem(e);
+        return jev_value_fail(e, NULL, v);
     }
     return jev_buf_str(e, &b);
+}
+
+/* A value's str() or tojson failed: too deeply nested, or out of memory. */
+jv jev_value_fail(ev *e, const jnode *n, const jv *v)
+{
+    if (jv_too_deep(v))
+        return jev_fail(e, n, "value nested deeper than %d lists/dicts", JINJA_MAX_VALUE_DEPTH);
+    return jev_nomem(e);
 }
 
 /* ------------------------------------------------------------ code points */
@@ -104,13 +112,58 @@ static jv *lookup(ev *e, const char *name)
     return jv_dict_get(e->globals, name, n);
 }
 
-static bool assign(ev *e, const char *name, jv v)
+static bool made_since(const ev *e, jarena_mark m, const jv *v)
 {
-    if (!jv_dict_set(e->a, e->top->vars, name, strlen(name), v)) {
+    const void *p = v->t == JV_STR    ? (const void *)v->u.s
+                    : v->t == JV_LIST ? (const void *)v->u.l
+                    : v->t == JV_DICT ? (const void *)v->u.d
+                                      : NULL;
+    return p && jarena_since(e->a, m, p);
+}
+
+/* d[key] = v.  A loop iteration whose memory the store makes reachable from
+ * older memory keeps its memory: the key is new (d grows) or v is newer than
+ * the iteration, and d itself is older. */
+static bool store(ev *e, jdict *d, const char *key, size_t n, jv v)
+{
+    bool is_new = !jv_dict_get(d, key, n);
+    for (iter_frame *f = e->iters; f; f = f->outer)
+        if (!f->kept && (is_new || made_since(e, f->mark, &v)) && !jarena_since(e->a, f->mark, d))
+            f->kept = true;
+    if (!jv_dict_set(e->a, d, key, n, v)) {
         jev_nomem(e);
         return false;
     }
     return true;
+}
+
+static bool assign(ev *e, const char *name, jv v)
+{
+    return store(e, e->top->vars, name, strlen(name), v);
+}
+
+/* Counts one unit of work against JINJA_MAX_STEPS. */
+static bool step(ev *e, const jnode *n)
+{
+    if (++e->steps <= JINJA_MAX_STEPS)
+        return true;
+    jev_fail(e, n, "the render takes more than %u steps", JINJA_MAX_STEPS);
+    return false;
+}
+
+/* One level deeper in the evaluator's recursion; leave() undoes it. */
+static bool enter(ev *e, const jnode *n)
+{
+    if (++e->depth <= JINJA_MAX_EVAL_DEPTH)
+        return true;
+    e->depth--;
+    jev_fail(e, n, "evaluation nested deeper than %d", JINJA_MAX_EVAL_DEPTH);
+    return false;
+}
+
+static void leave(ev *e)
+{
+    e->depth--;
 }
 
 /* -------------------------------------------------------------- helpers */
@@ -354,7 +407,7 @@ static jv binop(ev *e, const jnode *n, const char *op, jv x, jv y)
         tok_buf b = {0};
         if (!jv_to_str(&x, &b) || !jv_to_str(&y, &b)) {
             tok_buf_free(&b);
-            return jev_nomem(e);
+            return jev_value_fail(e, n, jv_too_deep(&x) ? &x : &y);
         }
         return jev_buf_str(e, &b);
     }
@@ -462,14 +515,8 @@ static jv binop(ev *e, const jnode *n, const char *op, jv x, jv y)
 
 static jv eval(ev *e, const jnode *n)
 {
-    if (e->failed)
+    if (e->failed || !step(e, n) || !enter(e, n))
         return jv_undef();
-    if (++e->steps > MAX_STEPS)
-        return jev_fail(e, n, "template takes too many steps");
-    if (++e->depth > MAX_DEPTH) {
-        e->depth--;
-        return jev_fail(e, n, "template nested too deeply");
-    }
     jv r = jv_undef();
     args a;
     switch (n->kind) {
@@ -610,18 +657,138 @@ static jv eval(ev *e, const jnode *n)
     }
     default: r = jev_fail(e, n, "statement used as an expression");
     }
-    e->depth--;
+    leave(e);
     return e->failed ? jv_undef() : r;
 }
 
 /* ------------------------------------------------------------- statements */
 
-static void emit(ev *e, const jv *v)
+static void emit(ev *e, const jnode *n, const jv *v)
 {
     if (!jv_to_str(v, e->out))
+        jev_value_fail(e, n, v);
+    else if (e->out->len > JINJA_MAX_TEXT)
+        jev_fail(e, n, "rendered text exceeds %zu bytes", JINJA_MAX_TEXT);
+}
+
+/* Binds the loop target(s) to one item in the loop's scope.  The scope is
+ * newer than the items and than any enclosing iteration, so no store can
+ * make an iteration's memory reachable from older memory. */
+static bool bind_item(ev *e, const jnode *n, jv item)
+{
+    jv v0 = item, v1 = jv_undef();
+    if (n->name2) {
+        if (item.t != JV_LIST || item.u.l->n != 2) {
+            jev_fail(e, n, "cannot unpack into two loop variables");
+            return false;
+        }
+        v0 = item.u.l->v[0];
+        v1 = item.u.l->v[1];
+    }
+    jdict *d = e->top->vars;
+    if (!jv_dict_set(e->a, d, n->name, strlen(n->name), v0) ||
+        (n->name2 && !jv_dict_set(e->a, d, n->name2, strlen(n->name2), v1))) {
         jev_nomem(e);
-    else if (e->out->len > MAX_OUTPUT)
-        jev_fail(e, NULL, "rendered text exceeds %zu bytes", MAX_OUTPUT);
+        return false;
+    }
+    return true;
+}
+
+/* The items that pass the loop's `if` filter (a new list), or all of them. */
+static jlist *filtered(ev *e, const jnode *n, jlist *items)
+{
+    const jnode *filter = n->kids.n > 1 ? n->kids.v[1] : NULL;
+    if (!filter)
+        return items;
+    jv l = jv_list_new(e->a);
+    jv *kept = items->n ? jarena_alloc(e->a, items->n * sizeof *kept) : NULL;
+    if (l.t != JV_LIST || (items->n && !kept)) {
+        jev_nomem(e);
+        return NULL;
+    }
+    l.u.l->v = kept;
+    l.u.l->cap = items->n;
+    for (size_t i = 0; i < items->n; i++) {
+        if (!step(e, n) || !bind_item(e, n, items->v[i]))
+            return NULL;
+        /* an expression stores nothing: what it allocates can go */
+        jarena_mark m = jarena_get_mark(e->a);
+        jv c = eval(e, filter);
+        bool keep = jv_truthy(&c);
+        jarena_release(e->a, m);
+        if (e->failed)
+            return NULL;
+        if (keep && !jv_list_push(e->a, l.u.l, items->v[i])) {
+            jev_nomem(e);
+            return NULL;
+        }
+    }
+    return l.u.l;
+}
+
+/* The `loop` variable's fields for item i of l.  The dict is the loop's own
+ * (newer than the items, nothing else adds keys): the first item adds the
+ * keys, later ones overwrite the values in place, allocating nothing. */
+static bool set_loop_vars(ev *e, jdict *d, const jlist *l, size_t i)
+{
+    static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first",
+                                       "last",  "length", "previtem", "nextitem"};
+    int64_t len = (int64_t)l->n, idx = (int64_t)i;
+    const jv vals[] = {jv_int(idx + 1),
+                       jv_int(idx),
+                       jv_int(len - idx),
+                       jv_int(len - idx - 1),
+                       jv_bool(i == 0),
+                       jv_bool(i + 1 == l->n),
+                       jv_int(len),
+                       i > 0 ? l->v[i - 1] : jv_undef(),
+                       i + 1 < l->n ? l->v[i + 1] : jv_undef()};
+    for (size_t k = 0; k < OCT_ARRAY_LEN(keys); k++) {
+        if (d->n == OCT_ARRAY_LEN(keys)) {
+            d->vals[k] = vals[k];
+        } else if (!jv_dict_set(e->a, d, keys[k], strlen(keys[k]), vals[k])) {
+            jev_nomem(e);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Runs the body once in a scope of its own (as in Jinja, a set in the body
+ * lasts until the iteration ends); gives back the iteration's memory when
+ * it kept none. */
+static void run_iteration(ev *e, const jnode *n)
+{
+    iter_frame f = {jarena_get_mark(e->a), false, e->iters};
+    jv vars = jv_dict_new(e->a);
+    if (vars.t != JV_DICT) {
+        jev_nomem(e);
+        return;
+    }
+    scope s = {vars.u.d, e->top};
+    e->top = &s;
+    e->iters = &f;
+    exec_body(e, &n->body);
+    e->iters = f.outer;
+    e->top = s.parent;
+    if (!f.kept && !e->failed)
+        jarena_release(e->a, f.mark);
+}
+
+static void loop_items(ev *e, const jnode *n, jlist *kept, jdict *loop)
+{
+    for (size_t i = 0; i < kept->n && !e->failed; i++) {
+        if (!step(e, n) || !bind_item(e, n, kept->v[i]) || !set_loop_vars(e, loop, kept, i))
+            return;
+        run_iteration(e, n);
+        if (e->loop_ctl == 1) {
+            e->loop_ctl = 0;
+            break;
+        }
+        e->loop_ctl = 0;
+    }
+    if (kept->n == 0 && !e->failed)
+        exec_body(e, &n->else_body);
 }
 
 static void exec_for(ev *e, const jnode *n)
@@ -636,91 +803,64 @@ static void exec_for(ev *e, const jnode *n)
     jlist *items = jev_as_list(e, n, &it);
     if (!items)
         return;
-    scope s = {NULL, e->top};
     jv vars = jv_dict_new(e->a);
-    if (vars.t != JV_DICT) {
+    jv loop = jv_dict_new(e->a);
+    if (vars.t != JV_DICT || loop.t != JV_DICT) {
         jev_nomem(e);
         return;
     }
-    s.vars = vars.u.d;
+    scope s = {vars.u.d, e->top};
     e->top = &s;
-    const jnode *filter = n->kids.n > 1 ? n->kids.v[1] : NULL;
-    /* bind the loop target(s) of one item */
-#define BIND(item)                                                                                 \
-    do {                                                                                           \
-        if (n->name2) {                                                                            \
-            jv pair_ = (item);                                                                     \
-            if (pair_.t != JV_LIST || pair_.u.l->n != 2) {                                         \
-                jev_fail(e, n, "cannot unpack into two loop variables");                           \
-                goto out;                                                                          \
-            }                                                                                      \
-            if (!assign(e, n->name, pair_.u.l->v[0]) || !assign(e, n->name2, pair_.u.l->v[1]))     \
-                goto out;                                                                          \
-        } else if (!assign(e, n->name, (item))) {                                                  \
-            goto out;                                                                              \
-        }                                                                                          \
-    } while (0)
-    jlist *kept = items;
-    if (filter) {
-        jv l = jv_list_new(e->a);
-        if (l.t != JV_LIST) {
-            jev_nomem(e);
-            goto out;
-        }
-        for (size_t i = 0; i < items->n; i++) {
-            BIND(items->v[i]);
-            jv c = eval(e, filter);
-            if (e->failed)
-                goto out;
-            if (jv_truthy(&c) && !jv_list_push(e->a, l.u.l, items->v[i])) {
-                jev_nomem(e);
-                goto out;
-            }
-        }
-        kept = l.u.l;
-    }
-    for (size_t i = 0; i < kept->n && !e->failed; i++) {
-        BIND(kept->v[i]);
-        jv loop = jv_dict_new(e->a);
-        if (loop.t != JV_DICT) {
-            jev_nomem(e);
-            goto out;
-        }
-        int64_t len = (int64_t)kept->n, idx = (int64_t)i;
-        jdict *d = loop.u.d;
-        if (!jv_dict_set(e->a, d, "index", 5, jv_int(idx + 1)) ||
-            !jv_dict_set(e->a, d, "index0", 6, jv_int(idx)) ||
-            !jv_dict_set(e->a, d, "revindex", 8, jv_int(len - idx)) ||
-            !jv_dict_set(e->a, d, "revindex0", 9, jv_int(len - idx - 1)) ||
-            !jv_dict_set(e->a, d, "first", 5, jv_bool(i == 0)) ||
-            !jv_dict_set(e->a, d, "last", 4, jv_bool(i + 1 == kept->n)) ||
-            !jv_dict_set(e->a, d, "length", 6, jv_int(len)) ||
-            !jv_dict_set(e->a, d, "previtem", 8, i > 0 ? kept->v[i - 1] : jv_undef()) ||
-            !jv_dict_set(e->a, d, "nextitem", 8, i + 1 < kept->n ? kept->v[i + 1] : jv_undef()) ||
-            !assign(e, "loop", loop)) {
-            jev_nomem(e);
-            goto out;
-        }
-        exec_body(e, &n->body);
-        if (e->loop_ctl == 1) {
-            e->loop_ctl = 0;
-            break;
-        }
-        e->loop_ctl = 0;
-    }
-    if (kept->n == 0 && !e->failed)
-        exec_body(e, &n->else_body);
-#undef BIND
-out:
+    jlist *kept = filtered(e, n, items);
+    if (kept && assign(e, "loop", loop))
+        loop_items(e, n, kept, loop.u.d);
     e->top = s.parent;
+}
+
+static void exec_set(ev *e, const jnode *n)
+{
+    jv v;
+    if (n->negate) { /* block set: capture the body's output */
+        tok_buf *saved = e->out;
+        tok_buf cap = {0};
+        e->out = &cap;
+        exec_body(e, &n->body);
+        e->out = saved;
+        v = jev_buf_str(e, &cap);
+    } else {
+        v = eval(e, n->kids.v[0]);
+    }
+    if (e->failed)
+        return;
+    if (!n->attr) {
+        assign(e, n->name, v);
+        return;
+    }
+    jv *obj = lookup(e, n->name);
+    if (!obj || obj->t != JV_DICT || !obj->u.d->is_namespace)
+        jev_fail(e, n, "cannot assign attribute on non-namespace object '%s'", n->name);
+    else
+        store(e, obj->u.d, n->attr, strlen(n->attr), v);
+}
+
+static void exec_if(ev *e, const jnode *n)
+{
+    for (size_t i = 0; i < n->kids.n; i++) {
+        jv c = eval(e, n->kids.v[i]);
+        if (e->failed)
+            return;
+        if (jv_truthy(&c)) {
+            exec_body(e, &n->blocks[i]);
+            return;
+        }
+    }
+    exec_body(e, &n->else_body);
 }
 
 static void exec_stmt(ev *e, const jnode *n)
 {
-    if (++e->steps > MAX_STEPS) {
-        jev_fail(e, n, "template takes too many steps");
+    if (!step(e, n) || !enter(e, n))
         return;
-    }
     switch (n->kind) {
     case JN_TEXT:
         if (!tok_buf_append(e->out, n->name, (size_t)n->lit.u.i))
@@ -729,61 +869,18 @@ static void exec_stmt(ev *e, const jnode *n)
     case JN_OUTPUT: {
         jv v = eval(e, n->kids.v[0]);
         if (!e->failed)
-            emit(e, &v);
+            emit(e, n, &v);
         break;
     }
-    case JN_IF:
-        for (size_t i = 0; i < n->kids.n; i++) {
-            jv c = eval(e, n->kids.v[i]);
-            if (e->failed)
-                return;
-            if (jv_truthy(&c)) {
-                exec_body(e, &n->blocks[i]);
-                return;
-            }
-        }
-        exec_body(e, &n->else_body);
-        break;
-    case JN_FOR:
-        if (++e->depth > MAX_DEPTH) {
-            jev_fail(e, n, "template nested too deeply");
-            return;
-        }
-        exec_for(e, n);
-        e->depth--;
-        break;
-    case JN_SET: {
-        jv v;
-        if (n->negate) { /* block set: capture the body's output */
-            tok_buf *saved = e->out;
-            tok_buf cap = {0};
-            e->out = &cap;
-            exec_body(e, &n->body);
-            e->out = saved;
-            v = jev_buf_str(e, &cap);
-        } else {
-            v = eval(e, n->kids.v[0]);
-        }
-        if (e->failed)
-            return;
-        if (n->attr) {
-            jv *obj = lookup(e, n->name);
-            if (!obj || obj->t != JV_DICT || !obj->u.d->is_namespace) {
-                jev_fail(e, n, "cannot assign attribute on non-namespace object '%s'", n->name);
-                return;
-            }
-            if (!jv_dict_set(e->a, obj->u.d, n->attr, strlen(n->attr), v))
-                jev_nomem(e);
-        } else {
-            assign(e, n->name, v);
-        }
-        break;
-    }
+    case JN_IF: exec_if(e, n); break;
+    case JN_FOR: exec_for(e, n); break;
+    case JN_SET: exec_set(e, n); break;
     case JN_BREAK:
     case JN_CONTINUE: e->loop_ctl = n->kind == JN_BREAK ? 1 : 2; break;
     case JN_BODY: exec_body(e, &n->body); break;
     default: jev_fail(e, n, "expression used as a statement");
     }
+    leave(e);
 }
 
 static void exec_body(ev *e, const jnodes *body)

@@ -13,6 +13,14 @@ typedef struct scope {
     struct scope *parent;
 } scope;
 
+/* One loop iteration in progress: its arena allocations are given back at
+ * its end unless a store made them reachable from older memory (`kept`). */
+typedef struct iter_frame {
+    jarena_mark mark;
+    bool kept;
+    struct iter_frame *outer;
+} iter_frame;
+
 typedef struct ev {
     jarena *a;
     tok_buf *out;
@@ -23,11 +31,8 @@ typedef struct ev {
     jdict *globals;
     int loop_ctl; /* 1 break, 2 continue */
     size_t steps;
+    iter_frame *iters; /* innermost loop iteration, NULL outside loops */
 } ev;
-
-#define MAX_DEPTH 400
-#define MAX_STEPS 50000000u
-#define MAX_OUTPUT ((size_t)64 << 20)
 
 typedef struct cps {
     uint32_t *v;
@@ -56,6 +61,9 @@ jv jev_get_attr(ev *e, const jnode *n, const jv *obj, const char *name, size_t l
 bool jev_is_num(const jv *v);
 int64_t jev_ival(const jv *v);
 jv jev_nomem(ev *e);
+/* str()/tojson of v failed: names the nesting limit when v exceeds it, else
+ * out of memory. */
+jv jev_value_fail(ev *e, const jnode *n, const jv *v);
 double jev_num(const jv *v);
 jv jev_slice(ev *e, const jnode *n, const jv *obj, const jv *lo, const jv *hi, const jv *st);
 jv jev_str_of(ev *e, const char *s, size_t n);

@@ -51,6 +51,25 @@ static int line_of(const char *src, size_t pos)
     return line;
 }
 
+/* Line numbers of increasing positions, counted in one pass over the
+ * source (a position before the last one restarts the count). */
+typedef struct line_cursor {
+    size_t pos;
+    int line;
+} line_cursor;
+
+static int line_at(line_cursor *c, const char *src, size_t pos)
+{
+    if (pos < c->pos) {
+        c->pos = 0;
+        c->line = 1;
+    }
+    for (; c->pos < pos; c->pos++)
+        if (src[c->pos] == '\n')
+            c->line++;
+    return c->line;
+}
+
 #define LEX_ERR(pos, ...)                                                                          \
     do {                                                                                           \
         char m_[300];                                                                              \
@@ -62,22 +81,26 @@ static int line_of(const char *src, size_t pos)
 /* Lexes the expression inside a tag, from *pos up to the closing delimiter
  * `close` ("}}" or "%}"), pushing NAME/STRING/INT/FLOAT/OP tokens. */
 static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *close, jarena *a,
-                           jtoks *out, bool *strip_after, oct_error *err)
+                           jtoks *out, bool *strip_after, line_cursor *lc, oct_error *err)
 {
     static const char *const ops3[] = {"**", "//", "==", "!=", "<=", ">="};
     size_t i = *pos;
+    /* the closers of unclosed ( [ {: as in Jinja, a tag cannot end inside them */
+    char closers[JINJA_MAX_EXPR_DEPTH];
+    size_t open = 0;
     for (;;) {
         while (i < n && is_ws(src[i]))
             i++;
         if (i >= n)
             LEX_ERR(*pos, "unclosed tag (expected '%s')", close);
-        int line = line_of(src, i);
-        if (src[i] == '-' && i + 2 < n + 0 && src[i + 1] == close[0] && src[i + 2] == close[1]) {
+        int line = line_at(lc, src, i);
+        if (open == 0 && src[i] == '-' && i + 2 < n && src[i + 1] == close[0] &&
+            src[i + 2] == close[1]) {
             *strip_after = true;
             *pos = i + 3;
             return OCT_OK;
         }
-        if (i + 1 < n && src[i] == close[0] && src[i + 1] == close[1]) {
+        if (open == 0 && i + 1 < n && src[i] == close[0] && src[i + 1] == close[1]) {
             *strip_after = false;
             *pos = i + 2;
             return OCT_OK;
@@ -213,6 +236,15 @@ static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *c
                     len = 2;
             if (len == 1 && !strchr("()[]{}.,:|~+-*/%=<>!", c))
                 LEX_ERR(i, "unexpected character '%c' in expression", c);
+            if (len == 1 && (c == '(' || c == '[' || c == '{')) {
+                if (open == sizeof closers)
+                    LEX_ERR(i, "expression nested deeper than %d", JINJA_MAX_EXPR_DEPTH);
+                closers[open++] = c == '(' ? ')' : c == '[' ? ']' : '}';
+            } else if (len == 1 && (c == ')' || c == ']' || c == '}')) {
+                if (open && closers[open - 1] != c)
+                    LEX_ERR(i, "unexpected '%c', expected '%c'", c, closers[open - 1]);
+                open -= open > 0;
+            }
             t.t = JT_OP;
             t.str = dup(a, src + i, len);
             t.len = len;
@@ -228,6 +260,7 @@ oct_status jinja_lex(const char *src, size_t n, jarena *a, jtoks *out, oct_error
     size_t i = 0;
     bool strip_next = false; /* the previous tag ended with '-' */
     bool trim_next = false;  /* the previous tag was a block/comment (trim_blocks) */
+    line_cursor lc = {0, 1};
     oct_status st;
     while (i <= n) {
         /* find the next tag opening */
@@ -261,7 +294,7 @@ oct_status jinja_lex(const char *src, size_t n, jarena *a, jtoks *out, oct_error
             }
         }
         if (te > ts) {
-            jtok t = {JT_TEXT, line_of(src, ts), dup(a, src + ts, te - ts), te - ts, 0, 0.0};
+            jtok t = {JT_TEXT, line_at(&lc, src, ts), dup(a, src + ts, te - ts), te - ts, 0, 0.0};
             if (!t.str || !push(a, out, t))
                 return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         }
@@ -285,20 +318,20 @@ oct_status jinja_lex(const char *src, size_t n, jarena *a, jtoks *out, oct_error
         }
         bool block = kind == '%';
         /* {% raw %} is not supported: say so instead of mis-parsing it */
-        jtok open = {block ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, line_of(src, p), NULL, 0, 0, 0.0};
+        jtok open = {block ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, line_at(&lc, src, p), NULL, 0, 0, 0.0};
         if (!push(a, out, open))
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         bool strip_after = false;
-        if ((st = lex_expr(src, n, &q, block ? "%}" : "}}", a, out, &strip_after, err)))
+        if ((st = lex_expr(src, n, &q, block ? "%}" : "}}", a, out, &strip_after, &lc, err)))
             return st;
-        jtok close = {block ? JT_BLOCK_END : JT_VAR_END, line_of(src, q - 1), NULL, 0, 0, 0.0};
+        jtok close = {block ? JT_BLOCK_END : JT_VAR_END, line_at(&lc, src, q - 1), NULL, 0, 0, 0.0};
         if (!push(a, out, close))
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         strip_next = strip_after;
         trim_next = block;
         i = q;
     }
-    jtok eof = {JT_EOF, line_of(src, n), NULL, 0, 0, 0.0};
+    jtok eof = {JT_EOF, line_at(&lc, src, n), NULL, 0, 0, 0.0};
     if (!push(a, out, eof))
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     return OCT_OK;

@@ -13,10 +13,9 @@ typedef struct parser {
     jarena *a;
     oct_error *err;
     bool failed;
-    int depth;
+    int expr_depth;  /* nested sub-expressions, JINJA_MAX_EXPR_DEPTH at most */
+    int block_depth; /* nested block statements, JINJA_MAX_BLOCK_DEPTH at most */
 } parser;
-
-#define MAX_DEPTH 200
 
 static const jtok *cur(parser *p)
 {
@@ -131,7 +130,25 @@ static bool add(parser *p, jnodes *l, jnode *n)
     return true;
 }
 
+/* One level deeper in an expression; leave_expr() undoes it. */
+static bool enter_expr(parser *p)
+{
+    if (++p->expr_depth <= JINJA_MAX_EXPR_DEPTH)
+        return true;
+    char m[64];
+    snprintf(m, sizeof m, "%d", JINJA_MAX_EXPR_DEPTH);
+    fail(p, "expression nested deeper than %s", m);
+    return false;
+}
+
+static jnode *leave_expr(parser *p, jnode *n)
+{
+    p->expr_depth--;
+    return n;
+}
+
 static jnode *expr(parser *p);
+static jnode *cond_expr(parser *p);
 static jnode *or_expr(parser *p);
 static jnode *unary(parser *p, bool with_filter);
 
@@ -408,25 +425,20 @@ static jnode *filters(parser *p, jnode *n)
 
 static jnode *unary(parser *p, bool with_filter)
 {
-    if (++p->depth > MAX_DEPTH)
-        return fail(p, "expression nested too deeply", NULL);
     jnode *n;
     if (is_op(p, "-") || is_op(p, "+")) {
         n = node(p, JN_UNARY);
-        if (!n)
+        if (!n || !enter_expr(p))
             return NULL;
         n->op[0] = cur(p)->str[0];
         advance(p);
-        jnode *x = unary(p, false);
+        jnode *x = leave_expr(p, unary(p, false));
         if (!x || !add(p, &n->kids, x))
             return NULL;
     } else {
         n = postfix(p, primary(p));
     }
-    if (with_filter)
-        n = filters(p, n);
-    p->depth--;
-    return n;
+    return with_filter ? filters(p, n) : n;
 }
 
 static jnode *binary(parser *p, jnode *l, const char *op, jnode *(*next)(parser *))
@@ -446,7 +458,9 @@ static jnode *pow_expr(parser *p)
     jnode *n = unary(p, true);
     while (n && is_op(p, "**")) {
         advance(p);
-        n = binary(p, n, "**", pow_expr);
+        if (!enter_expr(p))
+            return NULL;
+        n = leave_expr(p, binary(p, n, "**", pow_expr));
     }
     return n;
 }
@@ -513,12 +527,11 @@ static jnode *compare(parser *p)
 static jnode *not_expr(parser *p)
 {
     if (is_name(p, "not")) {
-        if (++p->depth > MAX_DEPTH)
-            return fail(p, "expression nested too deeply", NULL);
+        if (!enter_expr(p))
+            return NULL;
         advance(p);
         jnode *n = node(p, JN_NOT);
-        jnode *x = not_expr(p);
-        p->depth--;
+        jnode *x = leave_expr(p, not_expr(p));
         if (!n || !x || !add(p, &n->kids, x))
             return NULL;
         return n;
@@ -556,8 +569,14 @@ static jnode *or_expr(parser *p)
 
 static jnode *expr(parser *p)
 {
-    if (++p->depth > MAX_DEPTH)
-        return fail(p, "expression nested too deeply", NULL);
+    if (!enter_expr(p))
+        return NULL;
+    return leave_expr(p, cond_expr(p));
+}
+
+/* or_expr [if or_expr [else expr]]... */
+static jnode *cond_expr(parser *p)
+{
     jnode *n = or_expr(p);
     while (n && is_name(p, "if")) {
         advance(p);
@@ -576,13 +595,13 @@ static jnode *expr(parser *p)
             return NULL;
         n = c;
     }
-    p->depth--;
     return n;
 }
 
 /* ------------------------------------------------------------- statements */
 
 static bool body(parser *p, jnodes *out, const char *const *stops);
+static bool body_items(parser *p, jnodes *out, const char *const *stops);
 
 static bool at_tag(parser *p, const char *const *names)
 {
@@ -735,7 +754,21 @@ static jnode *stmt_set(parser *p)
     return expect_end(p) ? n : NULL;
 }
 
+/* The body of a block statement: one level deeper. */
 static bool body(parser *p, jnodes *out, const char *const *stops)
+{
+    if (++p->block_depth > JINJA_MAX_BLOCK_DEPTH) {
+        char m[64];
+        snprintf(m, sizeof m, "%d", JINJA_MAX_BLOCK_DEPTH);
+        fail(p, "blocks nested deeper than %s", m);
+        return false;
+    }
+    bool ok = body_items(p, out, stops);
+    p->block_depth--;
+    return ok;
+}
+
+static bool body_items(parser *p, jnodes *out, const char *const *stops)
 {
     while (!p->failed) {
         const jtok *t = cur(p);
@@ -818,9 +851,9 @@ static bool body(parser *p, jnodes *out, const char *const *stops)
 
 oct_status jinja_parse(const jtoks *toks, jarena *a, jnodes *out, oct_error *err)
 {
-    parser p = {toks, 0, a, err, false, 0};
+    parser p = {toks, 0, a, err, false, 0, 0};
     memset(out, 0, sizeof *out);
-    if (!body(&p, out, NULL) || p.failed) {
+    if (!body_items(&p, out, NULL) || p.failed) {
         if (!p.failed)
             oct_error_set(err, OCT_ERR_FORMAT, -1, "chat template: parse error");
         return err && err->status != OCT_OK ? err->status : OCT_ERR_FORMAT;

@@ -55,6 +55,37 @@ void jarena_free(jarena *a)
     a->used_total = 0;
 }
 
+jarena_mark jarena_get_mark(const jarena *a)
+{
+    jarena_mark m = {a->head, a->head ? a->head->used : 0, a->used_total};
+    return m;
+}
+
+void jarena_release(jarena *a, jarena_mark m)
+{
+    while (a->head != m.chunk) {
+        jarena_chunk *c = a->head;
+        a->head = c->next;
+        oct_free(c);
+    }
+    if (a->head)
+        a->head->used = m.used;
+    a->used_total = m.used_total;
+}
+
+bool jarena_since(const jarena *a, jarena_mark m, const void *p)
+{
+    const char *q = p;
+    for (const jarena_chunk *c = a->head; c; c = c->next) {
+        const char *lo = (const char *)c->data, *hi = lo + c->used;
+        if (q >= lo && q < hi)
+            return c != m.chunk || q >= lo + m.used;
+        if (c == m.chunk)
+            return false;
+    }
+    return false;
+}
+
 /* ----------------------------------------------------------------- values */
 
 jv jv_str(jarena *a, const char *s, size_t n)
@@ -301,8 +332,11 @@ static bool repr_str(const jstr *s, tok_buf *out)
     return tok_buf_putc(out, q);
 }
 
-bool jv_repr(const jv *v, tok_buf *out)
+static bool repr_rec(const jv *v, tok_buf *out, int depth)
 {
+    if ((v->t == JV_LIST || v->t == JV_DICT) &&
+        (depth >= JINJA_MAX_VALUE_DEPTH || out->len > JINJA_MAX_TEXT))
+        return false;
     switch (v->t) {
     case JV_STR: return repr_str(v->u.s, out);
     case JV_LIST: {
@@ -310,7 +344,7 @@ bool jv_repr(const jv *v, tok_buf *out)
         if (!tok_buf_putc(out, l->is_tuple ? '(' : '['))
             return false;
         for (size_t i = 0; i < l->n; i++)
-            if ((i && !tok_buf_append(out, ", ", 2)) || !jv_repr(&l->v[i], out))
+            if ((i && !tok_buf_append(out, ", ", 2)) || !repr_rec(&l->v[i], out, depth + 1))
                 return false;
         if (l->is_tuple && l->n == 1 && !tok_buf_putc(out, ','))
             return false;
@@ -324,12 +358,17 @@ bool jv_repr(const jv *v, tok_buf *out)
             return false;
         for (size_t i = 0; i < d->n; i++)
             if ((i && !tok_buf_append(out, ", ", 2)) || !repr_str(d->keys[i], out) ||
-                !tok_buf_append(out, ": ", 2) || !jv_repr(&d->vals[i], out))
+                !tok_buf_append(out, ": ", 2) || !repr_rec(&d->vals[i], out, depth + 1))
                 return false;
         return tok_buf_putc(out, '}');
     }
     default: return jv_to_str(v, out);
     }
+}
+
+bool jv_repr(const jv *v, tok_buf *out)
+{
+    return repr_rec(v, out, 0);
 }
 
 bool jv_to_str(const jv *v, tok_buf *out)
@@ -468,6 +507,9 @@ static bool dict_to_json(const jdict *d, const jv_json_fmt *f, int depth, tok_bu
 
 static bool to_json(const jv *v, const jv_json_fmt *f, int depth, tok_buf *out)
 {
+    if ((v->t == JV_LIST || v->t == JV_DICT) &&
+        (depth >= JINJA_MAX_VALUE_DEPTH || out->len > JINJA_MAX_TEXT))
+        return false;
     switch (v->t) {
     case JV_NONE: return tok_buf_append(out, "null", 4);
     case JV_BOOL: return v->u.b ? tok_buf_append(out, "true", 4) : tok_buf_append(out, "false", 5);
@@ -501,7 +543,8 @@ static double num(const jv *v)
     return v->t == JV_FLOAT ? v->u.f : v->t == JV_INT ? (double)v->u.i : (v->u.b ? 1.0 : 0.0);
 }
 
-bool jv_equal(const jv *a, const jv *b)
+/* 1 equal, 0 not, -1 too deep or too large a walk (*budget counts nodes). */
+static int equal_rec(const jv *a, const jv *b, int depth, size_t *budget)
 {
     if (is_num(a) && is_num(b)) {
         if (a->t != JV_FLOAT && b->t != JV_FLOAT) {
@@ -512,33 +555,67 @@ bool jv_equal(const jv *a, const jv *b)
         return num(a) == num(b);
     }
     if (a->t != b->t)
-        return false;
+        return 0;
+    if ((a->t == JV_LIST || a->t == JV_DICT) && (depth >= JINJA_MAX_VALUE_DEPTH || !(*budget)--))
+        return -1;
     switch (a->t) {
     case JV_UNDEF:
-    case JV_NONE: return true;
+    case JV_NONE: return 1;
     case JV_STR:
         return a->u.s->len == b->u.s->len && memcmp(a->u.s->data, b->u.s->data, a->u.s->len) == 0;
     case JV_LIST:
+        if (a->u.l == b->u.l)
+            return 1;
         if (a->u.l->n != b->u.l->n)
-            return false;
-        for (size_t i = 0; i < a->u.l->n; i++)
-            if (!jv_equal(&a->u.l->v[i], &b->u.l->v[i]))
-                return false;
-        return true;
+            return 0;
+        for (size_t i = 0; i < a->u.l->n; i++) {
+            int r = equal_rec(&a->u.l->v[i], &b->u.l->v[i], depth + 1, budget);
+            if (r != 1)
+                return r;
+        }
+        return 1;
     case JV_DICT:
         if (a->u.d == b->u.d)
-            return true;
+            return 1;
         if (a->u.d->n != b->u.d->n)
-            return false;
+            return 0;
         for (size_t i = 0; i < a->u.d->n; i++) {
             const jv *o = jv_dict_get(b->u.d, a->u.d->keys[i]->data, a->u.d->keys[i]->len);
-            if (!o || !jv_equal(&a->u.d->vals[i], o))
-                return false;
+            int r = o ? equal_rec(&a->u.d->vals[i], o, depth + 1, budget) : 0;
+            if (r != 1)
+                return r;
         }
-        return true;
+        return 1;
     case JV_FUNC: return a->u.fn == b->u.fn;
-    default: return false;
+    default: return 0;
     }
+}
+
+bool jv_equal(const jv *a, const jv *b)
+{
+    size_t budget = (size_t)1 << 24; /* list/dict nodes one comparison may visit */
+    return equal_rec(a, b, 0, &budget) == 1;
+}
+
+static bool deeper_than(const jv *v, int depth, size_t *budget)
+{
+    if (v->t != JV_LIST && v->t != JV_DICT)
+        return false;
+    if (depth >= JINJA_MAX_VALUE_DEPTH)
+        return true;
+    if (!(*budget)--)
+        return false;
+    size_t n = v->t == JV_LIST ? v->u.l->n : v->u.d->n;
+    for (size_t i = 0; i < n; i++)
+        if (deeper_than(v->t == JV_LIST ? &v->u.l->v[i] : &v->u.d->vals[i], depth + 1, budget))
+            return true;
+    return false;
+}
+
+bool jv_too_deep(const jv *v)
+{
+    size_t budget = (size_t)1 << 24;
+    return deeper_than(v, 0, &budget);
 }
 
 const char *jv_type_name(jv_type t)
