@@ -80,19 +80,192 @@ static json_t *kv_json(const oct_ckpt_kv *k)
     return o;
 }
 
-int cli_inspect(int argc, char **argv)
+/* Parameter and byte counts of a checkpoint. */
+typedef struct ck_counts {
+    uint64_t total_params, linear_params, stored, on_disk;
+} ck_counts;
+
+static ck_counts count(const oct_checkpoint *ck)
 {
-    const char *model = NULL;
-    bool as_json = false, want_plan = false;
-    model_args ma;
-    model_args_init(&ma);
-    ma.progress = false;
+    const oct_tensor_set *ts = oct_checkpoint_tensors(ck);
+    ck_counts n = {0};
+    for (int64_t i = 0; i < oct_tensor_set_count(ts); i++) {
+        const oct_tensor *t = oct_tensor_set_at(ts, i);
+        n.stored += t->size_bytes;
+        if (!scale_like(t->name))
+            n.total_params += (uint64_t)t->numel;
+    }
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++)
+        n.linear_params += (uint64_t)oct_checkpoint_linear(ck, i)->weight->numel;
+    n.on_disk = oct_tensor_set_bytes_on_disk(ts);
+    return n;
+}
+
+static json_t *config_json(const oct_model_config *c)
+{
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:b}", "hidden_size",
+        (json_int_t)c->hidden_size, "intermediate_size", (json_int_t)c->intermediate_size,
+        "num_hidden_layers", (json_int_t)c->n_layers, "num_attention_heads", (json_int_t)c->n_heads,
+        "num_key_value_heads", (json_int_t)c->n_kv_heads, "head_dim", (json_int_t)c->head_dim,
+        "vocab_size", (json_int_t)c->vocab_size, "max_position_embeddings",
+        (json_int_t)c->max_position_embeddings, "rope_theta", c->rope_theta, "rms_norm_eps",
+        c->rms_norm_eps, "rope_type", c->rope_type, "tie_word_embeddings", c->tie_word_embeddings);
+}
+
+static json_t *linear_json(const oct_ckpt_linear *l)
+{
+    json_t *e = json_object();
+    json_object_set_new(e, "name", json_string(l->name));
+    json_object_set_new(
+        e, "shape", json_pack("[I, I]", (json_int_t)l->out_features, (json_int_t)l->in_features));
+    json_object_set_new(e, "weight_dtype", json_string(oct_dtype_str(l->weight->dtype)));
+    json_object_set_new(e, "scale_kind", json_string(oct_wscale_kind_str(l->scale_kind)));
+    if (l->weight_scale) {
+        json_object_set_new(e, "scale_tensor", json_string(l->weight_scale->name));
+        json_object_set_new(e, "scale_dtype", json_string(oct_dtype_str(l->weight_scale->dtype)));
+        json_object_set_new(
+            e, "scale_shape",
+            json_pack("[I, I]", (json_int_t)l->scale_rows, (json_int_t)l->scale_cols));
+    }
+    if (l->block_n)
+        json_object_set_new(e, "block",
+                            json_pack("[I, I]", (json_int_t)l->block_n, (json_int_t)l->block_k));
+    json_object_set_new(e, "activation", json_string(oct_act_kind_str(l->activation)));
+    if (l->act_group)
+        json_object_set_new(e, "act_group", json_integer(l->act_group));
+    if (l->input_scale)
+        json_object_set_new(e, "input_scale", json_real((double)l->input_scale_value));
+    if (l->act_scale_ub > 0.0f)
+        json_object_set_new(e, "activation_scale_ub", json_real((double)l->act_scale_ub));
+    json_object_set_new(e, "bytes", json_integer((json_int_t)linear_bytes(l)));
+    json_object_set_new(e, "rule", json_string(l->rule));
+    return e;
+}
+
+static int print_json(const char *model, const oct_checkpoint *ck)
+{
+    const oct_model_config *c = oct_checkpoint_config(ck);
+    const ck_counts n = count(ck);
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "architecture", json_string(c->architecture));
+    json_object_set_new(o, "model_type", json_string(c->model_type));
+    json_object_set_new(o, "config", config_json(c));
+    json_object_set_new(o, "format", json_string(oct_ckpt_format_str(oct_checkpoint_format(ck))));
+    json_object_set_new(o, "scheme", json_string(oct_checkpoint_scheme(ck)));
+    json_t *layers = json_array();
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++)
+        json_array_append_new(layers, linear_json(oct_checkpoint_linear(ck, i)));
+    json_object_set_new(o, "layers", layers);
+    json_object_set_new(o, "total_params", json_integer((json_int_t)n.total_params));
+    json_object_set_new(o, "linear_params", json_integer((json_int_t)n.linear_params));
+    json_object_set_new(o, "bytes_on_disk", json_integer((json_int_t)n.on_disk));
+    json_object_set_new(o, "bytes_tensors", json_integer((json_int_t)n.stored));
+    json_object_set_new(o, "bytes_bf16", json_integer((json_int_t)(n.total_params * 2)));
+    json_object_set_new(o, "kv_cache_quantized", json_boolean(oct_checkpoint_kv_quantized(ck)));
+    json_t *kv = json_array();
+    for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++)
+        json_array_append_new(kv, kv_json(oct_checkpoint_kv(ck, i)));
+    json_object_set_new(o, "kv_scales", kv);
+    char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s) {
+        fprintf(stderr, "octet inspect: out of memory\n");
+        return 1;
+    }
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* One row of the text table of linear layers. */
+static void print_linear(const oct_ckpt_linear *l)
+{
+    char shape[48], ss[48], act[48];
+    snprintf(shape, sizeof shape, "%lldx%lld", (long long)l->out_features,
+             (long long)l->in_features);
+    scale_shape(l, ss, sizeof ss);
+    if (l->activation == OCT_AKIND_DYNAMIC_GROUP)
+        snprintf(act, sizeof act, "dynamic_group/%lld", (long long)l->act_group);
+    else if (l->activation == OCT_AKIND_STATIC)
+        snprintf(act, sizeof act, "static %.4g", (double)l->input_scale_value);
+    else
+        snprintf(act, sizeof act, "%s", oct_act_kind_str(l->activation));
+    printf("%-44s %-12s %-8s %-8s %-18s %-16s %10zu\n", l->name, shape,
+           oct_dtype_str(l->weight->dtype), oct_wscale_kind_str(l->scale_kind), ss, act,
+           linear_bytes(l));
+}
+
+static void print_kv(const oct_checkpoint *ck)
+{
+    printf("kv cache:     %s\n", oct_checkpoint_kv_quantized(ck)
+                                     ? "quantized (scales required by the config)"
+                                     : (oct_checkpoint_n_kv(ck) ? "scales present" : "no scales"));
+    for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++) {
+        const oct_ckpt_kv *k = oct_checkpoint_kv(ck, i);
+        printf("  %-40s k_scale %-10.6g (%s)  v_scale %-10.6g (%s)", k->attn, (double)k->k_scale,
+               k->k_source ? k->k_source : "absent", (double)k->v_scale,
+               k->v_source ? k->v_source : "absent");
+        if (k->q_source)
+            printf("  q_scale %.6g (%s)", (double)k->q_scale, k->q_source);
+        if (k->prob_source)
+            printf("  prob_scale %.6g (%s)", (double)k->prob_scale, k->prob_source);
+        printf("\n");
+    }
+}
+
+static void print_text(const char *model, const oct_checkpoint *ck)
+{
+    const oct_model_config *c = oct_checkpoint_config(ck);
+    const oct_tensor_set *ts = oct_checkpoint_tensors(ck);
+    const ck_counts n = count(ck);
+    printf("model:        %s\n", model);
+    printf("architecture: %s (%s)\n", c->architecture[0] ? c->architecture : "?",
+           c->model_type[0] ? c->model_type : "?");
+    printf("sizes:        hidden %lld, intermediate %lld, layers %lld, heads %lld (kv %lld, "
+           "head_dim %lld), vocab %lld\n",
+           (long long)c->hidden_size, (long long)c->intermediate_size, (long long)c->n_layers,
+           (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->head_dim,
+           (long long)c->vocab_size);
+    printf("rope:         %s, theta %g; tie_word_embeddings %s; max positions %lld\n", c->rope_type,
+           c->rope_theta, c->tie_word_embeddings ? "true" : "false",
+           (long long)c->max_position_embeddings);
+    printf("format:       %s\n", oct_ckpt_format_str(oct_checkpoint_format(ck)));
+    printf("scheme:       %s\n\n", oct_checkpoint_scheme(ck));
+    printf("%-44s %-12s %-8s %-8s %-18s %-16s %10s\n", "layer", "shape", "weight", "scale",
+           "scale tensor", "activation", "bytes");
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++)
+        print_linear(oct_checkpoint_linear(ck, i));
+    printf("\nparameters:   %llu (%llu in linear layers)\n", (unsigned long long)n.total_params,
+           (unsigned long long)n.linear_params);
+    printf("bytes:        %llu on disk (%d file%s); %llu as stored vs %llu as BF16 (%.1f%%)\n",
+           (unsigned long long)n.on_disk, oct_tensor_set_n_files(ts),
+           oct_tensor_set_n_files(ts) == 1 ? "" : "s", (unsigned long long)n.stored,
+           (unsigned long long)(n.total_params * 2),
+           n.total_params ? 100.0 * (double)n.stored / (double)(n.total_params * 2) : 0.0);
+    print_kv(ck);
+}
+
+/* The command line: -1 go on, else the exit code. */
+static int parse_args(int argc, char **argv, model_args *ma, const char **model, bool *as_json,
+                      bool *want_plan)
+{
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--plan") == 0) {
-            want_plan = true;
-        } else if (strcmp(argv[i], "--model") != 0 && strncmp(argv[i], "--", 2) == 0 &&
-                   strcmp(argv[i], "--json") != 0 && strcmp(argv[i], "--help") != 0) {
-            int r = model_args_parse(&ma, argc, argv, &i, "inspect");
+        const char *f = argv[i];
+        if (strcmp(f, "--plan") == 0) {
+            *want_plan = true;
+        } else if (strcmp(f, "--model") == 0 && i + 1 < argc) {
+            *model = argv[++i];
+        } else if (strcmp(f, "--json") == 0) {
+            *as_json = true;
+        } else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            int r = strcmp(f, "--model") != 0 && strncmp(f, "--", 2) == 0
+                        ? model_args_parse(ma, argc, argv, &i, "inspect")
+                        : 0;
             if (r < 0)
                 return 2;
             if (r == 0) {
@@ -100,23 +273,25 @@ int cli_inspect(int argc, char **argv)
                 usage(stderr);
                 return 2;
             }
-        } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
-            model = argv[++i];
-        } else if (strcmp(argv[i], "--json") == 0) {
-            as_json = true;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "octet inspect: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
         }
     }
-    if (!model) {
+    if (!*model) {
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+int cli_inspect(int argc, char **argv)
+{
+    const char *model = NULL;
+    bool as_json = false, want_plan = false;
+    model_args ma;
+    model_args_init(&ma);
+    ma.progress = false;
+    int rc = parse_args(argc, argv, &ma, &model, &as_json, &want_plan);
+    if (rc >= 0)
+        return rc;
     if (want_plan) {
         ma.model = model;
         return cli_inspect_plan(&ma, as_json);
@@ -132,147 +307,11 @@ int cli_inspect(int argc, char **argv)
         fprintf(stderr, "octet inspect: %s\n", err.message);
         return 1;
     }
-    const oct_model_config *c = oct_checkpoint_config(ck);
-    const oct_tensor_set *ts = oct_checkpoint_tensors(ck);
-    uint64_t total_params = 0, linear_params = 0, stored = 0;
-    for (int64_t i = 0; i < oct_tensor_set_count(ts); i++) {
-        const oct_tensor *t = oct_tensor_set_at(ts, i);
-        stored += t->size_bytes;
-        if (!scale_like(t->name))
-            total_params += (uint64_t)t->numel;
-    }
-    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++)
-        linear_params += (uint64_t)oct_checkpoint_linear(ck, i)->weight->numel;
-    uint64_t on_disk = oct_tensor_set_bytes_on_disk(ts);
-    const char *fmt = oct_ckpt_format_str(oct_checkpoint_format(ck));
-
-    if (as_json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "model", json_string(model));
-        json_object_set_new(o, "architecture", json_string(c->architecture));
-        json_object_set_new(o, "model_type", json_string(c->model_type));
-        json_object_set_new(
-            o, "config",
-            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:s, s:b}", "hidden_size",
-                      (json_int_t)c->hidden_size, "intermediate_size",
-                      (json_int_t)c->intermediate_size, "num_hidden_layers",
-                      (json_int_t)c->n_layers, "num_attention_heads", (json_int_t)c->n_heads,
-                      "num_key_value_heads", (json_int_t)c->n_kv_heads, "head_dim",
-                      (json_int_t)c->head_dim, "vocab_size", (json_int_t)c->vocab_size,
-                      "max_position_embeddings", (json_int_t)c->max_position_embeddings,
-                      "rope_theta", c->rope_theta, "rms_norm_eps", c->rms_norm_eps, "rope_type",
-                      c->rope_type, "tie_word_embeddings", c->tie_word_embeddings));
-        json_object_set_new(o, "format", json_string(fmt));
-        json_object_set_new(o, "scheme", json_string(oct_checkpoint_scheme(ck)));
-        json_t *layers = json_array();
-        for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++) {
-            const oct_ckpt_linear *l = oct_checkpoint_linear(ck, i);
-            json_t *e = json_object();
-            json_object_set_new(e, "name", json_string(l->name));
-            json_object_set_new(
-                e, "shape",
-                json_pack("[I, I]", (json_int_t)l->out_features, (json_int_t)l->in_features));
-            json_object_set_new(e, "weight_dtype", json_string(oct_dtype_str(l->weight->dtype)));
-            json_object_set_new(e, "scale_kind", json_string(oct_wscale_kind_str(l->scale_kind)));
-            if (l->weight_scale) {
-                json_object_set_new(e, "scale_tensor", json_string(l->weight_scale->name));
-                json_object_set_new(e, "scale_dtype",
-                                    json_string(oct_dtype_str(l->weight_scale->dtype)));
-                json_object_set_new(
-                    e, "scale_shape",
-                    json_pack("[I, I]", (json_int_t)l->scale_rows, (json_int_t)l->scale_cols));
-            }
-            if (l->block_n)
-                json_object_set_new(
-                    e, "block",
-                    json_pack("[I, I]", (json_int_t)l->block_n, (json_int_t)l->block_k));
-            json_object_set_new(e, "activation", json_string(oct_act_kind_str(l->activation)));
-            if (l->act_group)
-                json_object_set_new(e, "act_group", json_integer(l->act_group));
-            if (l->input_scale)
-                json_object_set_new(e, "input_scale", json_real((double)l->input_scale_value));
-            if (l->act_scale_ub > 0.0f)
-                json_object_set_new(e, "activation_scale_ub", json_real((double)l->act_scale_ub));
-            json_object_set_new(e, "bytes", json_integer((json_int_t)linear_bytes(l)));
-            json_object_set_new(e, "rule", json_string(l->rule));
-            json_array_append_new(layers, e);
-        }
-        json_object_set_new(o, "layers", layers);
-        json_object_set_new(o, "total_params", json_integer((json_int_t)total_params));
-        json_object_set_new(o, "linear_params", json_integer((json_int_t)linear_params));
-        json_object_set_new(o, "bytes_on_disk", json_integer((json_int_t)on_disk));
-        json_object_set_new(o, "bytes_tensors", json_integer((json_int_t)stored));
-        json_object_set_new(o, "bytes_bf16", json_integer((json_int_t)(total_params * 2)));
-        json_object_set_new(o, "kv_cache_quantized", json_boolean(oct_checkpoint_kv_quantized(ck)));
-        json_t *kv = json_array();
-        for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++)
-            json_array_append_new(kv, kv_json(oct_checkpoint_kv(ck, i)));
-        json_object_set_new(o, "kv_scales", kv);
-        char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (!s) {
-            oct_checkpoint_free(ck);
-            fprintf(stderr, "octet inspect: out of memory\n");
-            return 1;
-        }
-        puts(s);
-        free(s);
-        oct_checkpoint_free(ck);
-        return 0;
-    }
-
-    printf("model:        %s\n", model);
-    printf("architecture: %s (%s)\n", c->architecture[0] ? c->architecture : "?",
-           c->model_type[0] ? c->model_type : "?");
-    printf("sizes:        hidden %lld, intermediate %lld, layers %lld, heads %lld (kv %lld, "
-           "head_dim %lld), vocab %lld\n",
-           (long long)c->hidden_size, (long long)c->intermediate_size, (long long)c->n_layers,
-           (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->head_dim,
-           (long long)c->vocab_size);
-    printf("rope:         %s, theta %g; tie_word_embeddings %s; max positions %lld\n", c->rope_type,
-           c->rope_theta, c->tie_word_embeddings ? "true" : "false",
-           (long long)c->max_position_embeddings);
-    printf("format:       %s\n", fmt);
-    printf("scheme:       %s\n\n", oct_checkpoint_scheme(ck));
-    printf("%-44s %-12s %-8s %-8s %-18s %-16s %10s\n", "layer", "shape", "weight", "scale",
-           "scale tensor", "activation", "bytes");
-    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++) {
-        const oct_ckpt_linear *l = oct_checkpoint_linear(ck, i);
-        char shape[48], ss[48], act[48];
-        snprintf(shape, sizeof shape, "%lldx%lld", (long long)l->out_features,
-                 (long long)l->in_features);
-        scale_shape(l, ss, sizeof ss);
-        if (l->activation == OCT_AKIND_DYNAMIC_GROUP)
-            snprintf(act, sizeof act, "dynamic_group/%lld", (long long)l->act_group);
-        else if (l->activation == OCT_AKIND_STATIC)
-            snprintf(act, sizeof act, "static %.4g", (double)l->input_scale_value);
-        else
-            snprintf(act, sizeof act, "%s", oct_act_kind_str(l->activation));
-        printf("%-44s %-12s %-8s %-8s %-18s %-16s %10zu\n", l->name, shape,
-               oct_dtype_str(l->weight->dtype), oct_wscale_kind_str(l->scale_kind), ss, act,
-               linear_bytes(l));
-    }
-    printf("\nparameters:   %llu (%llu in linear layers)\n", (unsigned long long)total_params,
-           (unsigned long long)linear_params);
-    printf("bytes:        %llu on disk (%d file%s); %llu as stored vs %llu as BF16 (%.1f%%)\n",
-           (unsigned long long)on_disk, oct_tensor_set_n_files(ts),
-           oct_tensor_set_n_files(ts) == 1 ? "" : "s", (unsigned long long)stored,
-           (unsigned long long)(total_params * 2),
-           total_params ? 100.0 * (double)stored / (double)(total_params * 2) : 0.0);
-    printf("kv cache:     %s\n", oct_checkpoint_kv_quantized(ck)
-                                     ? "quantized (scales required by the config)"
-                                     : (oct_checkpoint_n_kv(ck) ? "scales present" : "no scales"));
-    for (int64_t i = 0; i < oct_checkpoint_n_kv(ck); i++) {
-        const oct_ckpt_kv *k = oct_checkpoint_kv(ck, i);
-        printf("  %-40s k_scale %-10.6g (%s)  v_scale %-10.6g (%s)", k->attn, (double)k->k_scale,
-               k->k_source ? k->k_source : "absent", (double)k->v_scale,
-               k->v_source ? k->v_source : "absent");
-        if (k->q_source)
-            printf("  q_scale %.6g (%s)", (double)k->q_scale, k->q_source);
-        if (k->prob_source)
-            printf("  prob_scale %.6g (%s)", (double)k->prob_scale, k->prob_source);
-        printf("\n");
-    }
+    rc = 0;
+    if (as_json)
+        rc = print_json(model, ck);
+    else
+        print_text(model, ck);
     oct_checkpoint_free(ck);
-    return 0;
+    return rc;
 }
