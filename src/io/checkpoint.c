@@ -195,11 +195,186 @@ static const oct_tensor *find_sfx(build *b, const char *module, const char *suff
     return oct_tensor_set_find(b->ts, name);
 }
 
+/* The expected geometry of weight scales of kind s->wkind for l (l's scale
+ * rows, cols and block filled); *ok_dtype / *ok_shape whether sc has it,
+ * want its shape in words. */
+static oct_status scale_geometry(const io_qspec *s, const oct_tensor *w, const oct_tensor *sc,
+                                 oct_ckpt_linear *l, bool *ok_dtype, bool *ok_shape, char *want,
+                                 size_t cap, oct_error *err)
+{
+    const int64_t N = l->out_features, K = l->in_features;
+    switch (s->wkind) {
+    case OCT_WSCALE_TENSOR:
+        l->scale_rows = l->scale_cols = 1;
+        *ok_dtype = is_float_dtype(sc->dtype);
+        *ok_shape = scalar_shape(sc);
+        snprintf(want, cap, "[] or [1]");
+        return OCT_OK;
+    case OCT_WSCALE_CHANNEL:
+        l->scale_rows = N;
+        l->scale_cols = 1;
+        *ok_dtype = is_float_dtype(sc->dtype);
+        *ok_shape = (sc->n_dims == 2 && sc->dims[0] == N && sc->dims[1] == 1) ||
+                    (s->channel_1d_ok && sc->n_dims == 1 && sc->dims[0] == N);
+        snprintf(want, cap, s->channel_1d_ok ? "[%lld] or [%lld, 1]" : "[%lld, 1]", (long long)N,
+                 (long long)N);
+        return OCT_OK;
+    case OCT_WSCALE_BLOCK:
+        l->block_n = s->bn;
+        l->block_k = s->bk;
+        l->scale_rows = oct_ceil_div(N, s->bn);
+        l->scale_cols = oct_ceil_div(K, s->bk);
+        *ok_dtype = is_float_dtype(sc->dtype) || sc->dtype == OCT_DT_F8_E8M0;
+        *ok_shape = sc->n_dims == 2 && sc->dims[0] == l->scale_rows && sc->dims[1] == l->scale_cols;
+        snprintf(want, cap, "[%lld, %lld] (ceil(%lld/%lld), ceil(%lld/%lld))",
+                 (long long)l->scale_rows, (long long)l->scale_cols, (long long)N, (long long)s->bn,
+                 (long long)K, (long long)s->bk);
+        return OCT_OK;
+    case OCT_WSCALE_MX:
+        if (K % 32 != 0)
+            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
+                                 "%s: tensor '%s': MXFP8 needs in_features divisible by 32 (got "
+                                 "%lld)",
+                                 w->file, w->name, (long long)K);
+        l->block_n = 1;
+        l->block_k = 32;
+        l->scale_rows = N;
+        l->scale_cols = K / 32;
+        *ok_dtype = sc->dtype == OCT_DT_U8 || sc->dtype == OCT_DT_F8_E8M0;
+        *ok_shape = sc->n_dims == 2 && sc->dims[0] == N && sc->dims[1] == K / 32;
+        snprintf(want, cap, "[%lld, %lld]", (long long)N, (long long)(K / 32));
+        return OCT_OK;
+    default: break;
+    }
+    return oct_error_set(err, OCT_ERR_INTERNAL, -1, "bad scale kind");
+}
+
+/* The weight scale tensor of an FP8 linear: present, of a dtype and shape
+ * that hold s's scales, with valid values. */
+static oct_status weight_scale(build *b, const char *module, const io_qspec *s, const oct_tensor *w,
+                               oct_ckpt_linear *l, oct_error *err)
+{
+    char sname[1024];
+    if (snprintf(sname, sizeof sname, "%s.%s", module, s->scale_name) >= (int)sizeof sname)
+        return oct_error_set(err, OCT_ERR_LIMIT, -1, "%s: tensor name too long", module);
+    const oct_tensor *sc = oct_tensor_set_find(b->ts, sname);
+    if (!sc)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "%s: scale tensor '%s' is missing (weight '%s' is %s, %s scale per "
+                             "%s)",
+                             b->ck->dir, sname, w->name, oct_dtype_str(w->dtype),
+                             oct_wscale_kind_str(s->wkind), s->rule);
+    mark(b, sc);
+    char have[128], want[128];
+    shape_str(sc, have, sizeof have);
+    bool ok_dtype = false, ok_shape = false;
+    oct_status st = scale_geometry(s, w, sc, l, &ok_dtype, &ok_shape, want, sizeof want, err);
+    if (st != OCT_OK)
+        return st;
+    if (!ok_dtype)
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
+                             "%s: scale tensor '%s' has dtype %s, which cannot hold %s scales",
+                             sc->file, sc->name, oct_dtype_str(sc->dtype),
+                             oct_wscale_kind_str(s->wkind));
+    if (!ok_shape)
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
+                             "%s: scale tensor '%s' has shape %s; %s scales of weight [%lld, "
+                             "%lld] need %s",
+                             sc->file, sc->name, have, oct_wscale_kind_str(s->wkind),
+                             (long long)l->out_features, (long long)l->in_features, want);
+    if ((st = check_scale_values(sc, err)) != OCT_OK)
+        return st;
+    l->weight_scale = sc;
+    return OCT_OK;
+}
+
+/* A static activation scale: a positive finite float [] or [1]. */
+static oct_status input_scale(build *b, const char *module, const io_qspec *s, oct_ckpt_linear *l,
+                              oct_error *err)
+{
+    const oct_tensor *is = find_sfx(b, module, "input_scale");
+    if (!is)
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "%s: static activation scale '%s.input_scale' is missing (%s)",
+                             b->ck->dir, module, s->rule);
+    mark(b, is);
+    if (!is_float_dtype(is->dtype) || !scalar_shape(is)) {
+        char have[128];
+        shape_str(is, have, sizeof have);
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)is->file_offset,
+                             "%s: input scale '%s' is %s%s; a static per-tensor scale must "
+                             "be a float [] or [1]",
+                             is->file, is->name, oct_dtype_str(is->dtype), have);
+    }
+    float v;
+    oct_status st = oct_tensor_read_f32(is, 0, 1, &v, err);
+    if (st != OCT_OK)
+        return st;
+    if (!isfinite(v) || !(v > 0.0f))
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)is->file_offset,
+                             "%s: input scale '%s' is %g (must be finite and > 0)", is->file,
+                             is->name, (double)v);
+    l->input_scale = is;
+    l->input_scale_value = b->ck->fnuz ? 2.0f * v : v;
+    return OCT_OK;
+}
+
+/* The tensors an FP8 linear may carry besides its weight: scales, zero
+ * points (which must be zero), the static input scale. */
+static oct_status fp8_tensors(build *b, const char *module, const io_qspec *s, const oct_tensor *w,
+                              oct_ckpt_linear *l, oct_error *err)
+{
+    oct_status st = weight_scale(b, module, s, w, l, err);
+    const char *zps[] = {"weight_zero_point", "input_zero_point"};
+    for (size_t i = 0; st == OCT_OK && i < OCT_ARRAY_LEN(zps); i++) {
+        const oct_tensor *zp = find_sfx(b, module, zps[i]);
+        if (zp) {
+            mark(b, zp);
+            st = check_zero_point(zp, err);
+        }
+    }
+    if (st == OCT_OK && s->act == OCT_AKIND_STATIC)
+        st = input_scale(b, module, s, l, err);
+    return st;
+}
+
+/* A weight's dtype against what the quantization_config says of it: plain
+ * float weights for an unquantized layer, FP8 for a quantized one. */
+static oct_status check_weight_dtype(const oct_checkpoint *ck, const char *module,
+                                     const io_qspec *s, const oct_tensor *w, oct_error *err)
+{
+    const bool fp8 = is_fp8_dtype(w->dtype);
+    if (!fp8 && !is_float_dtype(w->dtype))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, (int64_t)w->file_offset,
+                             "%s: tensor '%s' has dtype %s; linear weights must be F32, F16, BF16 "
+                             "or F8_E4M3 / F8_E5M2",
+                             w->file, w->name, oct_dtype_str(w->dtype));
+    if (!s->quantized && fp8 && io_qconfig_format(ck->qc) == OCT_CKPT_BF16)
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
+                             "%s: tensor '%s' is %s but config.json has no "
+                             "quantization_config to give its scales",
+                             w->file, w->name, oct_dtype_str(w->dtype));
+    if (!s->quantized && fp8)
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
+                             "%s: tensor '%s' is %s but the %s quantization_config leaves "
+                             "'%s' unquantized (%s)",
+                             w->file, w->name, oct_dtype_str(w->dtype),
+                             oct_ckpt_format_str(io_qconfig_format(ck->qc)), module, s->rule);
+    if (s->quantized && !fp8)
+        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
+                             "%s: tensor '%s' is %s but quantization_config quantizes '%s' (%s): "
+                             "expected F8_E4M3",
+                             w->file, w->name, oct_dtype_str(w->dtype), module, s->rule);
+    if (s->quantized && ck->fnuz && w->dtype != OCT_DT_F8_E4M3)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "tensor '%s': E4M3FNUZ conversion needs F8_E4M3 weights", w->name);
+    return OCT_OK;
+}
+
 static oct_status build_linear(build *b, const char *module, const oct_tensor *w,
                                oct_ckpt_linear *l, oct_error *err)
 {
     oct_checkpoint *ck = b->ck;
-    const char *fmt = oct_ckpt_format_str(io_qconfig_format(ck->qc));
     io_qspec s;
     oct_status st = io_qconfig_resolve(ck->qc, module, is_lm_head(module), &s, err);
     if (st != OCT_OK)
@@ -212,164 +387,28 @@ static oct_status build_linear(build *b, const char *module, const oct_tensor *w
     l->weight = w;
     l->out_features = w->dims[0];
     l->in_features = w->dims[1];
-    int64_t N = l->out_features, K = l->in_features;
     mark(b, w);
     const oct_tensor *bias = find_sfx(b, module, "bias");
     if (bias) {
-        if (bias->n_dims != 1 || bias->dims[0] != N || !is_float_dtype(bias->dtype))
+        if (bias->n_dims != 1 || bias->dims[0] != l->out_features || !is_float_dtype(bias->dtype))
             return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)bias->file_offset,
                                  "%s: tensor '%s' should be a float vector [%lld]", bias->file,
-                                 bias->name, (long long)N);
+                                 bias->name, (long long)l->out_features);
         l->bias = bias;
         mark(b, bias);
     }
-    bool fp8 = is_fp8_dtype(w->dtype);
-    if (!fp8 && !is_float_dtype(w->dtype))
-        return oct_error_set(err, OCT_ERR_UNSUPPORTED, (int64_t)w->file_offset,
-                             "%s: tensor '%s' has dtype %s; linear weights must be F32, F16, BF16 "
-                             "or F8_E4M3 / F8_E5M2",
-                             w->file, w->name, oct_dtype_str(w->dtype));
-    if (s.quantized && !fp8 && s.soft_ignore) {
+    if (s.quantized && !is_fp8_dtype(w->dtype) && s.soft_ignore)
         io_qspec_none(&s, s.rule, NULL);
-    }
-    if (!s.quantized) {
-        if (fp8 && io_qconfig_format(ck->qc) == OCT_CKPT_BF16)
-            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
-                                 "%s: tensor '%s' is %s but config.json has no "
-                                 "quantization_config to give its scales",
-                                 w->file, w->name, oct_dtype_str(w->dtype));
-        if (fp8)
-            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
-                                 "%s: tensor '%s' is %s but the %s quantization_config leaves "
-                                 "'%s' unquantized (%s)",
-                                 w->file, w->name, oct_dtype_str(w->dtype), fmt, module, s.rule);
-        return OCT_OK;
-    }
-    if (!fp8)
-        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
-                             "%s: tensor '%s' is %s but quantization_config quantizes '%s' (%s): "
-                             "expected F8_E4M3",
-                             w->file, w->name, oct_dtype_str(w->dtype), module, s.rule);
-    l->fp8_format = w->dtype == OCT_DT_F8_E5M2 ? OCT_FP8_E5M2 : OCT_FP8_E4M3FN;
-    if (ck->fnuz) {
-        if (w->dtype != OCT_DT_F8_E4M3)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                 "tensor '%s': E4M3FNUZ conversion needs F8_E4M3 weights", w->name);
-        l->fp8_format = OCT_FP8_E4M3FNUZ;
-    }
+    if ((st = check_weight_dtype(ck, module, &s, w, err)) != OCT_OK || !s.quantized)
+        return st;
+    l->fp8_format = ck->fnuz                     ? OCT_FP8_E4M3FNUZ
+                    : w->dtype == OCT_DT_F8_E5M2 ? OCT_FP8_E5M2
+                                                 : OCT_FP8_E4M3FN;
     l->scale_kind = s.wkind;
     l->activation = s.act;
     l->act_group = s.act == OCT_AKIND_DYNAMIC_GROUP ? s.act_group : 0;
     l->act_scale_ub = s.act_ub;
-    char sname[1024];
-    if (snprintf(sname, sizeof sname, "%s.%s", module, s.scale_name) >= (int)sizeof sname)
-        return oct_error_set(err, OCT_ERR_LIMIT, -1, "%s: tensor name too long", module);
-    const oct_tensor *sc = oct_tensor_set_find(b->ts, sname);
-    if (!sc)
-        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                             "%s: scale tensor '%s' is missing (weight '%s' is %s, %s scale per "
-                             "%s)",
-                             ck->dir, sname, w->name, oct_dtype_str(w->dtype),
-                             oct_wscale_kind_str(s.wkind), s.rule);
-    mark(b, sc);
-    char have[128], want[128];
-    shape_str(sc, have, sizeof have);
-    bool ok_dtype, ok_shape;
-    switch (s.wkind) {
-    case OCT_WSCALE_TENSOR:
-        l->scale_rows = l->scale_cols = 1;
-        ok_dtype = is_float_dtype(sc->dtype);
-        ok_shape = scalar_shape(sc);
-        snprintf(want, sizeof want, "[] or [1]");
-        break;
-    case OCT_WSCALE_CHANNEL:
-        l->scale_rows = N;
-        l->scale_cols = 1;
-        ok_dtype = is_float_dtype(sc->dtype);
-        ok_shape = (sc->n_dims == 2 && sc->dims[0] == N && sc->dims[1] == 1) ||
-                   (s.channel_1d_ok && sc->n_dims == 1 && sc->dims[0] == N);
-        snprintf(want, sizeof want, s.channel_1d_ok ? "[%lld] or [%lld, 1]" : "[%lld, 1]",
-                 (long long)N, (long long)N);
-        break;
-    case OCT_WSCALE_BLOCK:
-        l->block_n = s.bn;
-        l->block_k = s.bk;
-        l->scale_rows = oct_ceil_div(N, s.bn);
-        l->scale_cols = oct_ceil_div(K, s.bk);
-        ok_dtype = is_float_dtype(sc->dtype) || sc->dtype == OCT_DT_F8_E8M0;
-        ok_shape = sc->n_dims == 2 && sc->dims[0] == l->scale_rows && sc->dims[1] == l->scale_cols;
-        snprintf(want, sizeof want, "[%lld, %lld] (ceil(%lld/%lld), ceil(%lld/%lld))",
-                 (long long)l->scale_rows, (long long)l->scale_cols, (long long)N, (long long)s.bn,
-                 (long long)K, (long long)s.bk);
-        break;
-    case OCT_WSCALE_MX:
-        if (K % 32 != 0)
-            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)w->file_offset,
-                                 "%s: tensor '%s': MXFP8 needs in_features divisible by 32 (got "
-                                 "%lld)",
-                                 w->file, w->name, (long long)K);
-        l->block_n = 1;
-        l->block_k = 32;
-        l->scale_rows = N;
-        l->scale_cols = K / 32;
-        ok_dtype = sc->dtype == OCT_DT_U8 || sc->dtype == OCT_DT_F8_E8M0;
-        ok_shape = sc->n_dims == 2 && sc->dims[0] == N && sc->dims[1] == K / 32;
-        snprintf(want, sizeof want, "[%lld, %lld]", (long long)N, (long long)(K / 32));
-        break;
-    default: return oct_error_set(err, OCT_ERR_INTERNAL, -1, "bad scale kind");
-    }
-    if (!ok_dtype)
-        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
-                             "%s: scale tensor '%s' has dtype %s, which cannot hold %s scales",
-                             sc->file, sc->name, oct_dtype_str(sc->dtype),
-                             oct_wscale_kind_str(s.wkind));
-    if (!ok_shape)
-        return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)sc->file_offset,
-                             "%s: scale tensor '%s' has shape %s; %s scales of weight [%lld, "
-                             "%lld] need %s",
-                             sc->file, sc->name, have, oct_wscale_kind_str(s.wkind), (long long)N,
-                             (long long)K, want);
-    st = check_scale_values(sc, err);
-    if (st != OCT_OK)
-        return st;
-    l->weight_scale = sc;
-    const oct_tensor *zp = find_sfx(b, module, "weight_zero_point");
-    if (zp) {
-        mark(b, zp);
-        if ((st = check_zero_point(zp, err)) != OCT_OK)
-            return st;
-    }
-    zp = find_sfx(b, module, "input_zero_point");
-    if (zp) {
-        mark(b, zp);
-        if ((st = check_zero_point(zp, err)) != OCT_OK)
-            return st;
-    }
-    if (s.act == OCT_AKIND_STATIC) {
-        const oct_tensor *is = find_sfx(b, module, "input_scale");
-        if (!is)
-            return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                                 "%s: static activation scale '%s.input_scale' is missing (%s)",
-                                 ck->dir, module, s.rule);
-        mark(b, is);
-        if (!is_float_dtype(is->dtype) || !scalar_shape(is)) {
-            shape_str(is, have, sizeof have);
-            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)is->file_offset,
-                                 "%s: input scale '%s' is %s%s; a static per-tensor scale must "
-                                 "be a float [] or [1]",
-                                 is->file, is->name, oct_dtype_str(is->dtype), have);
-        }
-        float v;
-        if ((st = oct_tensor_read_f32(is, 0, 1, &v, err)) != OCT_OK)
-            return st;
-        if (!isfinite(v) || !(v > 0.0f))
-            return oct_error_set(err, OCT_ERR_FORMAT, (int64_t)is->file_offset,
-                                 "%s: input scale '%s' is %g (must be finite and > 0)", is->file,
-                                 is->name, (double)v);
-        l->input_scale = is;
-        l->input_scale_value = ck->fnuz ? 2.0f * v : v;
-    }
-    return OCT_OK;
+    return fp8_tensors(b, module, &s, w, l, err);
 }
 
 static int64_t layer_index(const char *name)
