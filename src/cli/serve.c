@@ -18,6 +18,10 @@ static void usage(FILE *f)
             "  --served-model-name NAME    model name in the API (default: DIR)\n"
             "  --api-key KEY               require \"Authorization: Bearer KEY\" on /v1\n"
             "                              (default: $OCTET_API_KEY if set)\n"
+            "  --allowed-hosts H[,H...]    Host/Origin names accepted besides localhost,\n"
+            "                              127.0.0.1 and [::1]; * = any (default: only\n"
+            "                              those when bound to loopback, else any;\n"
+            "                              $OCTET_ALLOWED_HOSTS)\n"
             "  --max-num-seqs N            sequences in the running batch (default 32)\n"
             "  --max-model-len N           prompt + output tokens (default: the model's)\n"
             "  --max-num-batched-tokens N  tokens per forward pass (default 512)\n"
@@ -84,6 +88,16 @@ int cli_serve(int argc, char **argv)
                 return 2;
             }
             so.api_key = v;
+        } else if (strcmp(f, "--allowed-hosts") == 0) {
+            if (!*v) {
+                fprintf(stderr, "octet serve: --allowed-hosts must not be empty (* = any)\n");
+                return 2;
+            }
+            /* oct_server_create reads the list from the environment. */
+            if (setenv("OCTET_ALLOWED_HOSTS", v, 1) != 0) {
+                perror("octet serve: --allowed-hosts");
+                return 2;
+            }
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);
         } else {

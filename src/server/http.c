@@ -9,6 +9,12 @@
  * the socket while waiting, so a client that hangs up cancels its
  * sequences within ~50 ms.
  *
+ * Before any body byte is read, the request line and headers are checked:
+ * framing (400), Host and Origin (403, guard.h), the endpoint (404), the API
+ * key (401), Content-Length against the body limit (413), the method (405)
+ * and Content-Type (415).  A response queued then makes libmicrohttpd skip
+ * the body.
+ *
  * Limits a client controls: header bytes (MHD's per-connection memory pool),
  * body bytes (413), JSON depth, n, max_tokens and prompt length (400),
  * concurrent connections and idle time (MHD options), queued sequences
@@ -17,20 +23,29 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "core/core.h"
 #include "engine/scheduler.h"
+#include "server/guard.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
 
 #define WAIT_SLICE_MS 50
+/* A chunked body past --max-body-bytes is read on (and dropped) up to this
+ * many times the limit so that its 413 can be sent; beyond, the connection
+ * is closed unanswered. */
+#define DROP_FACTOR 4
+/* Status recorded for a request whose client hung up first (nginx's). */
+#define HTTP_CLIENT_CLOSED 499
 
 struct oct_server {
     const oct_model *m;
@@ -40,6 +55,7 @@ struct oct_server {
     int32_t eos[16];
     int n_eos;
     srv_limits lim;
+    srv_hosts hosts;
     struct MHD_Daemon *d;
     int port;
     srv_metrics *metrics;
@@ -53,10 +69,14 @@ struct oct_server {
     bool stopped;
 };
 
+typedef enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT } route;
+
 typedef struct conn {
     oct_server *srv;
+    route rt;
     char *body;
     size_t len, cap;
+    size_t dropped; /* bytes of a chunked body over the limit read so far */
     bool too_large;
 } conn;
 
@@ -241,12 +261,12 @@ static void stream_free(void *cls)
     srv_job *j = st->job;
     pthread_mutex_lock(&j->mu);
     bool all_done = j->n_done == j->n_choices;
-    bool ok = st->finished && !j->error[0];
+    int http = j->error[0] ? 500 : st->finished ? 200 : HTTP_CLIENT_CLOSED;
     int64_t gen = srv_job_completion_tokens(j);
     pthread_mutex_unlock(&j->mu);
     if (!all_done)
         cancel_group(st->srv, st->group);
-    srv_metrics_request(st->srv->metrics, ok ? 200 : 500, j->n_prompt, gen);
+    srv_metrics_request(st->srv->metrics, http, j->n_prompt, gen);
     srv_job_unref(j);
     free(st->pend);
     free(st);
@@ -447,7 +467,7 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
     }
     int64_t gen = srv_job_completion_tokens(j);
     pthread_mutex_unlock(&j->mu);
-    srv_metrics_request(s->metrics, http, j->n_prompt, gen);
+    srv_metrics_request(s->metrics, cancelled ? HTTP_CLIENT_CLOSED : http, j->n_prompt, gen);
     srv_job_unref(j);
     return send_json(mc, http, body);
 bad:
@@ -511,6 +531,177 @@ static bool authorized(const oct_server *s, struct MHD_Connection *mc)
     return key_equal(h, strlen(h), s->o.api_key);
 }
 
+static route route_of(const char *url, const char *method)
+{
+    bool get = strcmp(method, "GET") == 0;
+    if (strcmp(url, "/health") == 0)
+        return get ? R_HEALTH : R_NONE;
+    if (strcmp(url, "/metrics") == 0)
+        return get ? R_METRICS : R_NONE;
+    if (strcmp(url, "/v1/models") == 0)
+        return R_MODELS;
+    if (strcmp(url, "/v1/completions") == 0)
+        return R_COMPLETIONS;
+    if (strcmp(url, "/v1/chat/completions") == 0)
+        return R_CHAT;
+    return R_NONE;
+}
+
+/* Content-Length headers seen; a request with differing ones, or with one
+ * beside Transfer-Encoding, has no agreed end (RFC 9112 6.3: it is how
+ * requests are smuggled past a proxy) and is refused. */
+typedef struct framing {
+    const char *length; /* the first Content-Length, NULL when none */
+    bool conflict, chunked;
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    (void)kind;
+    framing *f = cls;
+    if (strcasecmp(key, "Transfer-Encoding") == 0)
+        f->chunked = true;
+    if (strcasecmp(key, "Content-Length") != 0)
+        return MHD_YES;
+    value = value ? value : "";
+    if (f->length && strcmp(f->length, value) != 0)
+        f->conflict = true;
+    if (!f->length)
+        f->length = value;
+    return MHD_YES;
+}
+
+static const char *header(struct MHD_Connection *mc, const char *name)
+{
+    return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
+}
+
+/* Framing and the Host / Origin guard: false with *e set when refused. */
+static bool check_headers(const oct_server *s, struct MHD_Connection *mc, framing *f, srv_error *e)
+{
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, framing_header, f);
+    if (f->conflict || (f->length && f->chunked)) {
+        srv_error_set(e, 400, "invalid_request_error", "",
+                      f->conflict ? "differing Content-Length headers"
+                                  : "both Content-Length and Transfer-Encoding");
+        return false;
+    }
+    const char *host = header(mc, "Host"), *origin = header(mc, "Origin");
+    if (!srv_host_allowed(&s->hosts, host)) {
+        srv_error_set(e, 403, "invalid_request_error", "",
+                      "Host '%.100s' is not allowed (see --allowed-hosts)", host);
+        return false;
+    }
+    if (!srv_origin_allowed(&s->hosts, origin)) {
+        srv_error_set(e, 403, "invalid_request_error", "",
+                      "Origin '%.100s' is not allowed (see --allowed-hosts)", origin);
+        return false;
+    }
+    return true;
+}
+
+/* Everything decided from the request line and the headers, before any
+ * body byte is read: false with *e set when the request is refused. */
+static bool precheck(const oct_server *s, struct MHD_Connection *mc, route rt, const char *method,
+                     srv_error *e)
+{
+    framing f = {NULL, false, false};
+    if (!check_headers(s, mc, &f, e))
+        return false;
+    if (rt == R_NONE) {
+        srv_error_set(e, 404, "NotFoundError", "", "no such endpoint");
+        return false;
+    }
+    if (rt >= R_MODELS && !authorized(s, mc)) {
+        srv_error_set(e, 401, "invalid_request_error", "", "invalid or missing API key");
+        return false;
+    }
+    if (f.length && strtoull(f.length, NULL, 10) > s->o.max_body_bytes) {
+        srv_error_set(e, 413, "invalid_request_error", "",
+                      "the request body is larger than %zu bytes", s->o.max_body_bytes);
+        return false;
+    }
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if ((rt == R_MODELS && !get) || (rt >= R_COMPLETIONS && !post)) {
+        srv_error_set(e, 405, "invalid_request_error", "", "%s",
+                      rt == R_MODELS ? "use GET /v1/models" : "use POST");
+        return false;
+    }
+    if (rt >= R_COMPLETIONS && !srv_is_json_type(header(mc, "Content-Type"))) {
+        srv_error_set(e, 415, "invalid_request_error", "", "Content-Type must be application/json");
+        return false;
+    }
+    return true;
+}
+
+/* First call for a request: headers only.  A response queued now makes
+ * libmicrohttpd skip the body and close the connection. */
+static enum MHD_Result begin(oct_server *s, struct MHD_Connection *mc, const char *url,
+                             const char *method, void **con_cls)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return MHD_NO;
+    c->srv = s;
+    c->rt = route_of(url, method);
+    *con_cls = c;
+    srv_error e;
+    if (!precheck(s, mc, c->rt, method, &e))
+        return send_error(s, mc, &e);
+    return MHD_YES;
+}
+
+static size_t drop_limit(const oct_server *s)
+{
+    size_t m = s->o.max_body_bytes;
+    return m > SIZE_MAX / DROP_FACTOR ? SIZE_MAX : m * DROP_FACTOR;
+}
+
+/* Appends an upload piece.  A body with a Content-Length over the limit
+ * never gets here (precheck); a chunked one is dropped once past it, and
+ * libmicrohttpd can only answer after the body's end. */
+static enum MHD_Result take_body(oct_server *s, conn *c, const char *upload, size_t *upload_size)
+{
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (!c->too_large && c->len + n > s->o.max_body_bytes) {
+        c->too_large = true;
+        c->dropped = c->len;
+        free(c->body);
+        c->body = NULL;
+        c->len = c->cap = 0;
+    }
+    if (c->too_large) {
+        c->dropped += n;
+        return c->dropped <= drop_limit(s) ? MHD_YES : MHD_NO;
+    }
+    size_t need = c->len + n;
+    if (need + 1 > c->cap) {
+        size_t cap = OCT_MIN(OCT_MAX(need + 1, c->cap * 2), s->o.max_body_bytes + 1);
+        char *b = realloc(c->body, cap);
+        if (!b)
+            return MHD_NO;
+        c->body = b;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, upload, n);
+    c->len = need;
+    c->body[c->len] = 0;
+    return MHD_YES;
+}
+
+static enum MHD_Result health(oct_server *s, struct MHD_Connection *mc)
+{
+    pthread_mutex_lock(&s->mu);
+    bool draining = s->draining;
+    pthread_mutex_unlock(&s->mu);
+    if (draining)
+        return fail(s, mc, 503, "server_error", "", "the server is shutting down");
+    char *b = strdup("{\"status\":\"ok\"}");
+    return b ? send_json(mc, 200, b) : MHD_NO;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -518,71 +709,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     (void)version;
     oct_server *s = cls;
     conn *c = *con_cls;
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (!c)
-            return MHD_NO;
-        c->srv = s;
-        *con_cls = c;
-        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
-            c->too_large = true; /* answered once the handler is called again */
-        else
-            return MHD_YES;
-    }
-    if (*upload_size) {
-        if (!c->too_large) {
-            size_t need = c->len + *upload_size;
-            if (need > s->o.max_body_bytes) {
-                c->too_large = true;
-            } else {
-                if (need + 1 > c->cap) {
-                    size_t cap = OCT_MIN(OCT_MAX(need + 1, c->cap * 2), s->o.max_body_bytes + 1);
-                    char *b = realloc(c->body, cap);
-                    if (!b)
-                        return MHD_NO;
-                    c->body = b;
-                    c->cap = cap;
-                }
-                memcpy(c->body + c->len, upload, *upload_size);
-                c->len = need;
-                c->body[c->len] = 0;
-            }
-        }
-        *upload_size = 0;
-        if (!c->too_large)
-            return MHD_YES;
-    }
+    if (!c)
+        return begin(s, mc, url, method, con_cls);
+    if (*upload_size)
+        return take_body(s, c, upload, upload_size);
     if (c->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o.max_body_bytes);
         return fail(s, mc, 413, "invalid_request_error", "", msg);
     }
-    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    if (strcmp(url, "/health") == 0 && get) {
-        pthread_mutex_lock(&s->mu);
-        bool draining = s->draining;
-        pthread_mutex_unlock(&s->mu);
-        if (draining)
-            return fail(s, mc, 503, "server_error", "", "the server is shutting down");
-        char *b = strdup("{\"status\":\"ok\"}");
-        return b ? send_json(mc, 200, b) : MHD_NO;
+    switch (c->rt) {
+    case R_HEALTH: return health(s, mc);
+    case R_METRICS: return metrics(s, mc);
+    case R_MODELS: return models(s, mc);
+    case R_COMPLETIONS: return generate(s, mc, SRV_COMPLETIONS, c);
+    case R_CHAT: return generate(s, mc, SRV_CHAT, c);
+    default: return MHD_NO; /* refused in begin */
     }
-    if (strcmp(url, "/metrics") == 0 && get)
-        return metrics(s, mc);
-    bool is_models = strcmp(url, "/v1/models") == 0;
-    bool is_cmpl = strcmp(url, "/v1/completions") == 0;
-    bool is_chat = strcmp(url, "/v1/chat/completions") == 0;
-    if (!is_models && !is_cmpl && !is_chat)
-        return fail(s, mc, 404, "NotFoundError", "", "no such endpoint");
-    if (!authorized(s, mc))
-        return fail(s, mc, 401, "invalid_request_error", "", "invalid or missing API key");
-    if (is_models)
-        return get ? models(s, mc)
-                   : fail(s, mc, 405, "invalid_request_error", "", "use GET /v1/models");
-    if (!post)
-        return fail(s, mc, 405, "invalid_request_error", "", "use POST");
-    return generate(s, mc, is_chat ? SRV_CHAT : SRV_COMPLETIONS, c);
 }
 
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
@@ -600,6 +743,29 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 }
 
 /* ------------------------------------------------------------------ API */
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* The Host / Origin guard from $OCTET_ALLOWED_HOSTS (`serve --allowed-hosts`). */
+static oct_status hosts_init(oct_server *s, const struct sockaddr *bound, oct_error *err)
+{
+    const char *spec = getenv("OCTET_ALLOWED_HOSTS");
+    if (srv_hosts_init(&s->hosts, spec, is_loopback(bound)))
+        return OCT_OK;
+    return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                         "server: bad allowed hosts '%s' (names separated by commas, or *)", spec);
+}
 
 oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
                              const oct_server_opts *opts, oct_server **out, oct_error *err)
@@ -677,6 +843,10 @@ oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const
                            host, gai_strerror(gr));
         goto fail;
     }
+    if ((st = hosts_init(s, ai->ai_addr, err)) != OCT_OK) {
+        freeaddrinfo(ai);
+        goto fail;
+    }
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
@@ -741,6 +911,7 @@ void oct_server_free(oct_server *s)
     oct_server_shutdown(s, 0);
     oct_sched_free(s->sched);
     srv_metrics_free(s->metrics);
+    srv_hosts_free(&s->hosts);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     oct_free(s);

@@ -484,11 +484,9 @@ bool srv_job_stream(srv_job *j, char **out, size_t *len)
          * (or send the echo), so the first event marks the first token. */
         bool open_now = first && (chat || j->echo_len);
         bool more_text = upto > c->sent || c->n_lp > c->lp_sent;
+        /* A cancelled choice (shutdown) ends like any other: its last chunk
+         * carries the text held back for stop strings and "abort". */
         bool fin = c->done && !c->finish_sent;
-        if (c->done && c->reason == OCT_FINISH_CANCELLED) {
-            c->finish_sent = true; /* a cancelled choice ends silently */
-            continue;
-        }
         if (!open_now && !more_text && !fin) {
             all_final &= c->finish_sent;
             continue;
