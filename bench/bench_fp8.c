@@ -17,7 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "bench.h"
+#include "octet.h"
 #include "core/core.h"
 #include "fp8/fp8_impl.h"
 #include "quant/quant_impl.h"

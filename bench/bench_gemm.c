@@ -22,7 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "bench.h"
+#include "octet.h"
 #include "core/core.h"
 
 #define STREAM_BYTES ((size_t)512 << 20)

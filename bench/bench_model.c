@@ -17,8 +17,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../tests/random_model.h"
-#include "cli/cli.h"
+#include "random_model.h"
+#include "bench.h"
+#include "octet.h"
 
 static double now_s(void)
 {

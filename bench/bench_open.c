@@ -1,7 +1,7 @@
 /* bench_open.c — `octet bench open`: time to open a checkpoint folder of many
  * tensors (oct_tensor_set_open: every shard header, the index) and to look up
  * every tensor by name, on synthetic checkpoints whose headers are real and
- * whose data sections are sparse files (tests/sparse_ckpt.h).
+ * whose data sections are sparse files (bench/sparse_ckpt.h).
  *
  *   octet bench open [--tensors N --shards S] [--repeat R] [--dir DIR] [--json]
  *
@@ -17,8 +17,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../tests/sparse_ckpt.h"
-#include "cli/cli.h"
+#include "sparse_ckpt.h"
+#include "bench.h"
+#include "octet.h"
 
 typedef struct open_case {
     int64_t tensors;

@@ -18,7 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "bench.h"
+#include "octet.h"
 
 int bench_serve_load_main(int argc, char **argv);
 

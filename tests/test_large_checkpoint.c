@@ -1,5 +1,5 @@
 /* test_large_checkpoint.c — safetensors headers and checkpoint folders of
- * tens of thousands of tensors (tests/sparse_ckpt.h: real headers, sparse
+ * tens of thousands of tensors (bench/sparse_ckpt.h: real headers, sparse
  * data): every tensor is found by name in its file, and the header checks
  * (dtype, duplicate names, overlapping ranges, index entries a shard lacks)
  * still name the tensor at the far end of a large header.  Timing belongs to
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "octet.h"
-#include "sparse_ckpt.h"
+#include "../bench/sparse_ckpt.h"
 #include "testlib.h"
 
 #define N_SINGLE 32000

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "octet.h"
-#include "random_model.h"
+#include "../bench/random_model.h"
 #include "testlib.h"
 
 #if defined(__SANITIZE_ADDRESS__)

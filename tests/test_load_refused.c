@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "random_model.h"
+#include "../bench/random_model.h"
 #include "testlib.h"
 
 #define LAYER "model.layers.1.mlp.down_proj"

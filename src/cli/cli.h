@@ -2,7 +2,7 @@
  *
  * Each command lives in its own file src/cli/<command>.c and defines
  * `int cli_<command>(int argc, char **argv)` (argv[0] is the command name);
- * `octet bench <name>` runs bench/bench_<name>.c's bench_<name>_main. */
+ * `octet bench` is bench/bench.c's. */
 #ifndef OCTET_CLI_H
 #define OCTET_CLI_H
 
@@ -27,12 +27,5 @@ struct model_args;
 /* `octet inspect --plan` (inspect_plan.c). */
 int cli_inspect_plan(struct model_args *ma, bool as_json);
 int cli_cpu(int argc, char **argv);
-
-/* `octet bench <name>`: each benchmark lives in bench/bench_<name>.c. */
-int bench_gemm_main(int argc, char **argv);
-int bench_fp8_main(int argc, char **argv);
-int bench_model_main(int argc, char **argv);
-int bench_serve_load_main(int argc, char **argv);
-int bench_open_main(int argc, char **argv);
 
 #endif

@@ -1,7 +1,9 @@
-/* bench.c — `octet bench <name> [options]` dispatches to bench/bench_<name>.c. */
+/* bench.c — `octet bench <name> [options]`: the command, dispatching to
+ * bench/bench_<name>.c (their entry points in bench.h). */
 #include <stdio.h>
 #include <string.h>
 
+#include "bench.h"
 #include "cli/cli.h"
 
 int cli_bench(int argc, char **argv)
