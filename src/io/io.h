@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "io/json.h"
@@ -95,8 +97,17 @@ oct_status io_qconfig_fp8_parse(const json_t *qc, const char *label, io_qconfig 
 oct_status io_qconfig_fbgemm_parse(const json_t *qc, const char *label, io_qconfig *q,
                                    oct_error *err);
 
-/* Fills *out with "unquantized", rule = why + arg. */
-void io_qspec_none(io_qspec *out, const char *why, const char *arg);
+/* Fills *out with "unquantized", rule = why + arg (why and arg may point
+ * into *out; inline: every format's parser uses it). */
+static inline void io_qspec_none(io_qspec *out, const char *why, const char *arg)
+{
+    char rule[sizeof out->rule];
+    snprintf(rule, sizeof rule, "%s%s", why, arg ? arg : "");
+    memset(out, 0, sizeof *out);
+    out->wkind = OCT_WSCALE_NONE;
+    out->act = OCT_AKIND_NONE;
+    memcpy(out->rule, rule, sizeof rule);
+}
 
 /* ---- KV-scale names (docs/FORMATS.md §KV-cache scales) ------------------- */
 typedef enum {

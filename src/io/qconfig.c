@@ -31,14 +31,6 @@ const char *oct_act_kind_str(oct_act_kind k)
     return (unsigned)k < OCT_AKIND_KIND_COUNT ? names[k] : "?";
 }
 
-void io_qspec_none(io_qspec *out, const char *why, const char *arg)
-{
-    memset(out, 0, sizeof *out);
-    out->wkind = OCT_WSCALE_NONE;
-    out->act = OCT_AKIND_NONE;
-    snprintf(out->rule, sizeof out->rule, "%s%s", why, arg ? arg : "");
-}
-
 oct_status io_qconfig_parse(const json_t *qc, const char *label, io_qconfig **out, oct_error *err)
 {
     *out = NULL;
