@@ -1035,6 +1035,10 @@ typedef struct oct_server_opts {
     size_t max_header_bytes;        /* request line + headers (default 16 KiB) */
     int max_json_depth;             /* JSON nesting limit (default 32) */
     int max_n;                      /* choices per request (default 16) */
+    /* Host / Origin names accepted besides the loopback ones, comma-separated,
+     * "*" = any (`serve --allowed-hosts`); NULL: $OCTET_ALLOWED_HOSTS, else
+     * loopback names only when bound to loopback, no check otherwise. */
+    const char *allowed_hosts;
 } oct_server_opts;
 
 OCT_API void oct_server_opts_default(oct_server_opts *o);

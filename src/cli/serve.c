@@ -93,11 +93,7 @@ int cli_serve(int argc, char **argv)
                 fprintf(stderr, "octet serve: --allowed-hosts must not be empty (* = any)\n");
                 return 2;
             }
-            /* oct_server_create reads the list from the environment. */
-            if (setenv("OCTET_ALLOWED_HOSTS", v, 1) != 0) {
-                perror("octet serve: --allowed-hosts");
-                return 2;
-            }
+            so.allowed_hosts = v;
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);
         } else {

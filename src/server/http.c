@@ -757,10 +757,11 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-/* The Host / Origin guard from $OCTET_ALLOWED_HOSTS (`serve --allowed-hosts`). */
+/* The Host / Origin guard from opts.allowed_hosts (`serve --allowed-hosts`),
+ * else $OCTET_ALLOWED_HOSTS. */
 static oct_status hosts_init(oct_server *s, const struct sockaddr *bound, oct_error *err)
 {
-    const char *spec = getenv("OCTET_ALLOWED_HOSTS");
+    const char *spec = s->o.allowed_hosts ? s->o.allowed_hosts : getenv("OCTET_ALLOWED_HOSTS");
     if (srv_hosts_init(&s->hosts, spec, is_loopback(bound)))
         return OCT_OK;
     return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
