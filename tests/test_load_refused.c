@@ -3,7 +3,9 @@
  * nothing: a NaN or an Inf in BF16 weights (loaded as BF16, or quantized
  * online per tensor / per block), a NaN E4M3 code and a scale whose products
  * overflow (3e38) in a pre-quantized FP8 checkpoint written by octet's own
- * export, and a Mistral sliding_window of 0. */
+ * export, and a Mistral sliding_window of 0; and what it loads with a
+ * warning: linear layers beyond num_hidden_layers, a tensor stored in two
+ * shards (the index's weight_map decides). */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,11 +175,131 @@ static void test_sliding_window(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Warnings the library logs, kept for the test to read. */
+static char g_warned[4096];
+
+static void keep_warning(oct_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == OCT_LOG_WARN && strlen(g_warned) + strlen(msg) + 2 < sizeof g_warned) {
+        strcat(g_warned, msg);
+        strcat(g_warned, "\n");
+    }
+}
+
+/* dir loads on the CPU, warning something that contains `what`. */
+static void expect_warned(const char *dir, const char *what)
+{
+    g_warned[0] = 0;
+    oct_log_set(keep_warning, NULL, OCT_LOG_WARN);
+    oct_model_opts o = {0};
+    o.device = "cpu";
+    oct_model *m = NULL;
+    oct_error e;
+    oct_status st = oct_model_load(dir, &o, &m, &e);
+    oct_log_set(NULL, NULL, OCT_LOG_ERROR);
+    CHECKF(st == OCT_OK, "%s: %s", dir, e.message);
+    CHECKF(strstr(g_warned, what) != NULL, "no warning '%s' (got: %s)", what, g_warned);
+    printf("  warned: %s", strstr(g_warned, what) ? strstr(g_warned, what) : "(none)\n");
+    oct_model_free(m);
+}
+
+/* config.json of dir with num_hidden_layers set to n. */
+static bool set_layers(const char *dir, int n)
+{
+    char path[512], buf[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[len] = 0;
+    char *p = strstr(buf, "\"num_hidden_layers\": ");
+    if (!p || !(f = fopen(path, "w")))
+        return false;
+    char *v = p + strlen("\"num_hidden_layers\": ");
+    char *rest = strchr(v, ',');
+    *v = 0;
+    fprintf(f, "%s%d%s", buf, n, rest ? rest : "}");
+    return fclose(f) == 0;
+}
+
+/* The index weight_map entries of dir's model.safetensors, and "extra.bias"
+ * in extra.safetensors, as JSON text (malloc'd). */
+static char *index_json(const char *dir)
+{
+    oct_tensor_set *ts = NULL;
+    oct_error e;
+    if (oct_tensor_set_open(dir, &ts, &e) != OCT_OK)
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *j = malloc(cap);
+    if (j)
+        len = (size_t)snprintf(j, cap,
+                               "{\"metadata\": {}, \"weight_map\": {\"extra.bias\": "
+                               "\"extra.safetensors\"");
+    for (int64_t i = 0; j && i < oct_tensor_set_count(ts) && len < cap; i++)
+        len += (size_t)snprintf(j + len, cap - len, ", \"%s\": \"model.safetensors\"",
+                                oct_tensor_set_at(ts, i)->name);
+    if (j && len < cap)
+        snprintf(j + len, cap - len, "}}\n");
+    oct_tensor_set_free(ts);
+    return j;
+}
+
+/* A second shard holding a copy of model.norm.weight and one tensor of its
+ * own, and an index that maps the copy to model.safetensors. */
+static bool add_shard_with_copy(const char *dir, int64_t H)
+{
+    char *index = index_json(dir);
+    oct_st_writer *w = NULL;
+    oct_error e;
+    const int64_t dims[1] = {H};
+    uint16_t *row = malloc((size_t)H * 2);
+    bool ok = index && row && oct_st_writer_create(dir, "extra", 0, &w, &e) == OCT_OK &&
+              oct_st_writer_declare(w, "model.norm.weight", OCT_DT_BF16, 1, dims, &e) == OCT_OK &&
+              oct_st_writer_declare(w, "extra.bias", OCT_DT_BF16, 1, dims, &e) == OCT_OK &&
+              oct_st_writer_begin(w, &e) == OCT_OK;
+    for (int64_t i = 0; ok && i < H; i++)
+        row[i] = 0x3F80;
+    ok = ok && oct_st_writer_append(w, "model.norm.weight", row, (size_t)H * 2, &e) == OCT_OK &&
+         oct_st_writer_append(w, "extra.bias", row, (size_t)H * 2, &e) == OCT_OK &&
+         oct_st_writer_finish(w, &e) == OCT_OK;
+    oct_st_writer_free(w);
+    free(row);
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && fputs(index, f) >= 0;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    free(index);
+    return ok;
+}
+
+static void test_warnings(void)
+{
+    char dir[] = "/tmp/octet_test_warned_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    shape s3 = k_shape;
+    s3.layers = 3;
+    REQUIRE(random_model_write(dir, s3) == 0);
+    REQUIRE(set_layers(dir, 2));
+    expect_warned(dir, "beyond num_hidden_layers (2)");
+    REQUIRE(random_model_write(dir, k_shape) == 0);
+    REQUIRE(add_shard_with_copy(dir, k_shape.hidden));
+    expect_warned(dir, "'model.norm.weight' is also stored here");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     oct_log_set(NULL, NULL, OCT_LOG_ERROR);
     RUN(test_bf16_nonfinite);
     RUN(test_fp8_checkpoint);
     RUN(test_sliding_window);
+    RUN(test_warnings);
     return testlib_finish();
 }

@@ -168,9 +168,15 @@ static oct_status open_index(oct_tensor_set *ts, const char *dir, const char *in
         for (int64_t k = 0; k < oct_safetensors_count(f); k++) {
             const oct_tensor *t = oct_safetensors_at(f, k);
             const json_t *m = json_object_get(wm, t->name);
+            const char *base = strrchr(t->file, '/');
+            base = base ? base + 1 : t->file;
             if (!m)
                 OCT_WARN("%s: tensor '%s' is not in the index weight_map; ignored", t->file,
                          t->name);
+            else if (json_is_string(m) && strcmp(json_string_value(m), base) != 0)
+                OCT_WARN("%s: tensor '%s' is also stored here; the index weight_map names %s, "
+                         "which is what is read",
+                         t->file, t->name, json_string_value(m));
         }
     }
 out:

@@ -9,6 +9,7 @@
  * whole fused matrix exactly as in vLLM.  Pre-quantized FP8 shards keep their
  * own scales and run unfused: no requantization, no precision lost. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -658,6 +659,28 @@ out:
     return st;
 }
 
+/* Checkpoint linears of layers at or past num_hidden_layers are not loaded:
+ * said once, with the first of them. */
+static void warn_extra_layers(const oct_plan *p)
+{
+    const oct_checkpoint *ck = p->ckpt;
+    int64_t extra = 0;
+    const char *first = NULL;
+    for (int64_t i = 0; i < oct_checkpoint_n_linears(ck); i++) {
+        const char *name = oct_checkpoint_linear(ck, i)->name, *at = strstr(name, "layers.");
+        char *end = NULL;
+        long long l = at ? strtoll(at + 7, &end, 10) : -1;
+        if (at && end != at + 7 && *end == '.' && l >= p->arch.n_layers) {
+            extra++;
+            first = first ? first : name;
+        }
+    }
+    if (extra)
+        OCT_WARN("%lld linear layers of the checkpoint lie beyond num_hidden_layers (%lld) and "
+                 "are not loaded (first: %s)",
+                 (long long)extra, (long long)p->arch.n_layers, first);
+}
+
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err)
 {
@@ -670,6 +693,7 @@ oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan 
         oct_plan_free(p);
         return st;
     }
+    warn_extra_layers(p);
     *out = p;
     return OCT_OK;
 }
