@@ -333,6 +333,31 @@ static void test_sentencepiece_style(void)
     oct_tokenizer_free(t);
 }
 
+static char g_warned[1024];
+
+static void keep_warning(oct_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == OCT_LOG_WARN)
+        snprintf(g_warned, sizeof g_warned, "%s", msg);
+}
+
+/* An eos_token the vocabulary lacks loads, with a warning naming it. */
+static void test_eos_not_in_vocab(void)
+{
+    char *j = sp_json(false);
+    g_warned[0] = 0;
+    oct_log_set(keep_warning, NULL, OCT_LOG_WARN);
+    oct_tokenizer *t = load_str(j, "{\"eos_token\": \"<|no_such_token|>\"}");
+    oct_log_set(NULL, NULL, OCT_LOG_ERROR);
+    free(j);
+    REQUIRE(t);
+    CHECK_EQ_INT(oct_tokenizer_eos_id(t), -1);
+    CHECKF(strstr(g_warned, "eos_token '<|no_such_token|>' is not in the vocabulary") != NULL,
+           "warning: '%s'", g_warned);
+    oct_tokenizer_free(t);
+}
+
 static void test_metaspace_first(void)
 {
     char *j = sp_json(true);
@@ -621,6 +646,7 @@ int main(void)
     RUN(test_unicode_normalization);
     RUN(test_utf8_lossy);
     RUN(test_load_errors);
+    RUN(test_eos_not_in_vocab);
     RUN(test_fault_injection);
     return testlib_finish();
 }

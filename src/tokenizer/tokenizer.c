@@ -397,6 +397,11 @@ oct_status oct_tokenizer_load_json(const char *tokenizer_json, size_t tokenizer_
         goto fail;
     t->bos_id = lookup_id(t, t->bos_token);
     t->eos_id = lookup_id(t, t->eos_token);
+    /* a named eos the vocabulary lacks never stops generation: said, not fatal */
+    if (t->eos_token && t->eos_id < 0)
+        OCT_WARN("tokenizer_config.json: eos_token '%.80s' is not in the vocabulary; it never "
+                 "stops generation",
+                 t->eos_token);
     io_json_close(root);
     *out = t;
     return OCT_OK;
