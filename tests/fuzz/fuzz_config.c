@@ -2,12 +2,17 @@
  * octet besides tensors: config.json (model config), its quantization_config
  * (every checkpoint format's parser, then the scheme of a few layer names),
  * and --quantization-config (the online spec; the first input byte picks the
- * --quantization shorthand).  Any input must parse or fail with an error
- * status and message -- never crash, hang or leak. */
+ * --quantization shorthand), and, for a config that parses, the load plan
+ * of tests/fixtures/models/model_llama's tensors under it (the size math of
+ * a plan from the config's counts).  Any input must parse or fail with an
+ * error status and message -- never crash, hang or leak. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/io.h"
 #include "model/model.h"
@@ -19,6 +24,59 @@ static void check_status(oct_status st, const oct_error *err)
 {
     if (st != OCT_OK && err->message[0] == 0)
         abort(); /* every failure explains itself */
+}
+
+static char g_dir[64]; /* a model folder: config.json from the input, the fixture's tensors */
+
+static void remove_dir(void)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", g_dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors", g_dir);
+    unlink(p);
+    rmdir(g_dir);
+}
+
+/* The folder, made once (run from the repository root); false without the fixture. */
+static bool plan_dir(void)
+{
+    static int ready = -1;
+    if (ready >= 0)
+        return ready;
+    char cwd[PATH_MAX], src[PATH_MAX + 64], dst[128];
+    snprintf(g_dir, sizeof g_dir, "/tmp/octet_fuzz_plan_XXXXXX");
+    ready = getcwd(cwd, sizeof cwd) && mkdtemp(g_dir);
+    if (ready) {
+        snprintf(src, sizeof src, "%s/tests/fixtures/models/model_llama/model.safetensors", cwd);
+        snprintf(dst, sizeof dst, "%s/model.safetensors", g_dir);
+        ready = access(src, R_OK) == 0 && symlink(src, dst) == 0;
+        atexit(remove_dir);
+    }
+    return ready;
+}
+
+/* The load plan of the fixture's tensors under config.json = text. */
+static void plan_of(const char *text, size_t len, const char *quantization)
+{
+    if (!plan_dir())
+        return;
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", g_dir);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return;
+    bool ok = fwrite(text, 1, len, f) == len;
+    if (fclose(f) != 0 || !ok)
+        return;
+    oct_model_opts o = {0};
+    o.quantization = quantization;
+    o.device = "cpu";
+    oct_plan *plan = NULL;
+    oct_error err;
+    oct_error_clear(&err);
+    check_status(oct_plan_build(g_dir, &o, &plan, &err), &err);
+    oct_plan_free(plan);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -40,7 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* model config */
     oct_model_config cfg;
     oct_error_clear(&err);
-    check_status(oct_model_config_parse(z, len, "fuzz/config.json", &cfg, &err), &err);
+    oct_status cst = oct_model_config_parse(z, len, "fuzz/config.json", &cfg, &err);
+    check_status(cst, &err);
+    if (cst == OCT_OK)
+        plan_of(z, len, q);
 
     /* quantization_config of a checkpoint (the object itself, or the
      * config's "quantization_config" member) */
