@@ -124,21 +124,31 @@ static void test_fp8_checkpoint(void)
     CHECK(system(cmd) == 0);
 }
 
+/* dir's config.json into buf (cap bytes, NUL-terminated) and its path into
+ * path; false when it cannot be read. */
+static bool read_config(const char *dir, char *path, size_t path_cap, char *buf, size_t cap)
+{
+    snprintf(path, path_cap, "%s/config.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n > 0;
+}
+
 /* config.json of dir rewritten as a Mistral with the given sliding_window. */
 static bool as_mistral(const char *dir, const char *window)
 {
     char path[512], buf[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = 0;
+    if (!read_config(dir, path, sizeof path, buf, sizeof buf))
+        return false;
     char *p = strstr(buf, "LlamaForCausalLM"), *q = strstr(buf, "\"llama\""),
          *end = strrchr(buf, '}');
     if (!p || !q || !end)
         return false;
-    f = fopen(path, "w");
+    FILE *f = fopen(path, "w");
     if (!f)
         return false;
     *p = *q = *end = 0;
@@ -208,12 +218,9 @@ static void expect_warned(const char *dir, const char *what)
 static bool set_layers(const char *dir, int n)
 {
     char path[512], buf[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "r");
-    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[len] = 0;
+    if (!read_config(dir, path, sizeof path, buf, sizeof buf))
+        return false;
+    FILE *f;
     char *p = strstr(buf, "\"num_hidden_layers\": ");
     if (!p || !(f = fopen(path, "w")))
         return false;
