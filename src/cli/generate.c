@@ -324,216 +324,290 @@ static int parse_args(int argc, char **argv, gen_args *g)
     return -1;
 }
 
-int cli_generate(int argc, char **argv)
+/* The model's tokenizer; NULL (and 0) with --prompt-ids on a folder that
+ * has none (ids only); 1 after saying why it cannot load. */
+static int load_tokenizer(const gen_args *g, oct_tokenizer **tok)
 {
-    gen_args g;
-    int prc = parse_args(argc, argv, &g);
-    if (prc >= 0) {
-        free(g.stop_ids.ids);
-        return prc;
-    }
-    model_args ma = g.ma;
-    const char *prompt = g.prompt, *prompt_ids = g.prompt_ids;
-    int64_t max_tokens = g.max_tokens, max_model_len = g.max_model_len;
-    bool warmup = g.warmup, json = g.json, chat = g.chat, ignore_eos = g.ignore_eos;
-    const char *const *stops = g.stops;
-    int n_stops = g.n_stops;
-    oct_token_ids stop_ids = g.stop_ids;
-    oct_sampling sp = g.sp;
-    text_acc acc = {0};
-    bool stopped = false;
-    size_t max_stop = 0;
-    double t0 = now_s();
-    oct_model *m = NULL;
-    int rc = model_args_load(&ma, "generate", &m);
-    if (rc) {
-        free(stop_ids.ids);
-        return rc;
-    }
-    double load_s = now_s() - t0;
     oct_error err;
     oct_error_clear(&err);
-    oct_tokenizer *tok = NULL;
-    oct_status st = oct_tokenizer_load(ma.model, &tok, &err);
-    if (st != OCT_OK && !(prompt_ids && st == OCT_ERR_IO)) {
+    oct_status st = oct_tokenizer_load(g->ma.model, tok, &err);
+    if (st == OCT_OK)
+        return 0;
+    *tok = NULL;
+    if (!(g->prompt_ids && st == OCT_ERR_IO)) {
         fprintf(stderr, "octet generate: %s\n", err.message);
-        oct_model_free(m);
         return 1;
     }
-    if (st != OCT_OK) { /* --prompt-ids on a folder without tokenizer.json: ids only */
-        fprintf(stderr, "octet generate: no tokenizer (%s): printing token ids only\n",
-                err.message);
-        tok = NULL;
-    }
-    oct_token_ids ids = {0};
-    char *rendered = NULL;
-    rc = 1;
-    oct_session *sess = NULL;
-    oct_sampler *smp = NULL;
-    oct_detokenizer *dt = NULL;
-    float *logits = NULL;
-    int32_t *out_ids = NULL;
-    int64_t n_out = 0;
-    if (prompt_ids) {
-        if (!parse_ids(prompt_ids, &ids)) {
+    fprintf(stderr, "octet generate: no tokenizer (%s): printing token ids only\n", err.message);
+    return 0;
+}
+
+/* The prompt's ids (--prompt-ids, or the text through the chat template and
+ * the tokenizer), checked against the model: 0, or 1 after saying why.
+ * *max_tokens is cut to what max_model_len leaves. */
+static int prompt_ids(const gen_args *g, const oct_model *m, const oct_tokenizer *tok,
+                      oct_token_ids *ids, int64_t *max_tokens)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    if (g->prompt_ids) {
+        if (!parse_ids(g->prompt_ids, ids)) {
             fprintf(stderr, "octet generate: --prompt-ids: expected comma-separated token ids\n");
-            goto out;
+            return 1;
         }
     } else {
-        const char *text = prompt;
-        size_t len = strlen(prompt);
-        if (chat) {
-            oct_chat_message msg = {"user", prompt};
-            if ((st = oct_chat_render(tok, &msg, 1, true, &rendered, &len, &err)) != OCT_OK) {
-                fprintf(stderr, "octet generate: chat template: %s\n", err.message);
-                goto out;
-            }
-            text = rendered;
-        }
-        if ((st = oct_tokenizer_encode(tok, text, len, !chat, &ids, &err)) != OCT_OK) {
+        char *rendered = NULL;
+        const char *text = g->prompt;
+        size_t len = strlen(g->prompt);
+        oct_chat_message msg = {"user", g->prompt};
+        oct_status st = OCT_OK;
+        if (g->chat && (st = oct_chat_render(tok, &msg, 1, true, &rendered, &len, &err)) != OCT_OK)
+            fprintf(stderr, "octet generate: chat template: %s\n", err.message);
+        else if ((st = oct_tokenizer_encode(tok, g->chat ? rendered : text, len, !g->chat, ids,
+                                            &err)) != OCT_OK)
             fprintf(stderr, "octet generate: %s\n", err.message);
-            goto out;
-        }
+        free(rendered);
+        if (st != OCT_OK)
+            return 1;
     }
-    int64_t V = oct_model_vocab_size(m);
-    for (int64_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] >= V) {
+    const int64_t V = oct_model_vocab_size(m);
+    for (int64_t i = 0; i < ids->n; i++)
+        if (ids->ids[i] >= V) {
             fprintf(stderr, "octet generate: prompt token id %d is outside the vocabulary (%lld)\n",
-                    ids.ids[i], (long long)V);
-            goto out;
+                    ids->ids[i], (long long)V);
+            return 1;
         }
-    if (ids.n == 0) {
+    if (ids->n == 0) {
         fprintf(stderr, "octet generate: the prompt encodes to no tokens\n");
-        goto out;
+        return 1;
     }
-    const oct_model_config *cfg = oct_model_get_config(m);
-    if ((st = oct_model_config_max_len(cfg, max_model_len, &max_model_len, &err)) != OCT_OK) {
+    int64_t max_len = g->max_model_len;
+    if (oct_model_config_max_len(oct_model_get_config(m), max_len, &max_len, &err) != OCT_OK) {
         fprintf(stderr, "octet generate: %s\n", err.message);
-        goto out;
+        return 1;
     }
-    if (ids.n > max_model_len) {
+    if (ids->n > max_len) {
         fprintf(stderr,
                 "octet generate: The decoder prompt (length %lld) is longer than the maximum "
                 "model length of %lld.\n",
-                (long long)ids.n, (long long)max_model_len);
-        goto out;
+                (long long)ids->n, (long long)max_len);
+        return 1;
     }
-    if (max_tokens > max_model_len - ids.n)
-        max_tokens = max_model_len - ids.n; /* vLLM stops at max_model_len tokens */
-    int32_t eos_ids[24];
-    int n_eos_ids = oct_model_config_eos_ids(cfg, eos_ids, 23);
+    *max_tokens = g->max_tokens > max_len - ids->n ? max_len - ids->n : g->max_tokens;
+    return 0; /* (vLLM stops at max_model_len tokens) */
+}
+
+/* One generation: the session and sampler, what came out, the text so far
+ * (stop strings), the stop ids and the timings. */
+typedef struct gen_run {
+    const gen_args *g;
+    oct_session *sess;
+    oct_sampler *smp;
+    oct_detokenizer *dt;
+    oct_sampling sp;
+    next_src src;
+    float *logits; /* [V] */
+    int32_t *out;  /* [max_tokens + 1] */
+    int32_t *hist; /* prompt and output, [n_prompt + max_tokens + 1] */
+    int64_t n_out, n_hist, max_tokens;
+    int32_t eos[24];
+    int n_eos;
+    text_acc acc;
+    size_t max_stop;
+    bool stopped;
+    double load_s, ttft_ms, prefill_s, decode_s;
+} gen_run;
+
+/* Session, sampler, detokenizer and buffers for a prompt of n ids: 0, or 1
+ * after saying why. */
+static int run_open(gen_run *r, const oct_model *m, const oct_tokenizer *tok, int64_t n)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    const int64_t V = oct_model_vocab_size(m);
+    r->sp = r->g->sp;
+    r->n_eos = oct_model_config_eos_ids(oct_model_get_config(m), r->eos, 23);
     if (tok && oct_tokenizer_eos_id(tok) >= 0)
-        eos_ids[n_eos_ids++] = oct_tokenizer_eos_id(tok);
-    if ((st = oct_session_create(m, 1, ids.n + max_tokens + 1, &sess, &err)) != OCT_OK ||
-        oct_sampler_create(&sp, V, &smp) != OCT_OK ||
-        (tok && oct_detokenizer_new(tok, true, &dt, &err) != OCT_OK)) {
+        r->eos[r->n_eos++] = oct_tokenizer_eos_id(tok);
+    if (oct_session_create(m, 1, n + r->max_tokens + 1, &r->sess, &err) != OCT_OK ||
+        oct_sampler_create(&r->sp, V, &r->smp) != OCT_OK ||
+        (tok && oct_detokenizer_new(tok, true, &r->dt, &err) != OCT_OK)) {
         fprintf(stderr, "octet generate: %s\n",
                 err.message[0] ? err.message : "bad sampling options");
-        goto out;
+        return 1;
     }
-    logits = malloc((size_t)V * sizeof(float));
-    out_ids = malloc((size_t)(max_tokens + 1) * sizeof(int32_t));
-    int32_t *seqs = calloc((size_t)ids.n, sizeof(int32_t));
-    int64_t *pos = malloc((size_t)ids.n * sizeof(int64_t));
-    bool *want = calloc((size_t)ids.n, sizeof(bool));
-    int32_t *hist = malloc((size_t)(ids.n + max_tokens + 1) * sizeof(int32_t));
-    if (!logits || !out_ids || !seqs || !pos || !want || !hist) {
-        free(seqs), free(pos), free(want), free(hist);
+    r->logits = malloc((size_t)V * sizeof(float));
+    r->out = malloc((size_t)(r->max_tokens + 1) * sizeof(int32_t));
+    r->hist = malloc((size_t)(n + r->max_tokens + 1) * sizeof(int32_t));
+    if (!r->logits || !r->out || !r->hist) {
         fprintf(stderr, "octet generate: out of memory\n");
-        goto out;
+        return 1;
     }
-    for (int64_t i = 0; i < ids.n; i++) {
+    for (int i = 0; i < r->g->n_stops; i++)
+        if (strlen(r->g->stops[i]) > r->max_stop)
+            r->max_stop = strlen(r->g->stops[i]);
+    r->src = (next_src){
+        r->sess, &r->sp, r->smp, r->logits, oct_session_samples_on_device(r->sess, &r->sp), 0};
+    return 0;
+}
+
+static void run_close(gen_run *r)
+{
+    free(r->logits);
+    free(r->out);
+    free(r->hist);
+    free(r->acc.buf);
+    oct_detokenizer_free(r->dt);
+    oct_sampler_free(r->smp);
+    oct_session_free(r->sess);
+}
+
+/* The warm-up (--warmup) and the prompt's pass: its first token in *next,
+ * *t1 the time the prompt's pass began (after the warm-up). */
+static oct_status prefill(gen_run *r, const oct_token_ids *ids, int32_t *next, double *t1,
+                          oct_error *err)
+{
+    int32_t *seqs = calloc((size_t)ids->n, sizeof(int32_t));
+    int64_t *pos = malloc((size_t)ids->n * sizeof(int64_t));
+    bool *want = calloc((size_t)ids->n, sizeof(bool));
+    oct_status st = seqs && pos && want ? OCT_OK : OCT_ERR_NOMEM;
+    for (int64_t i = 0; st == OCT_OK && i < ids->n; i++) {
         pos[i] = i;
-        hist[i] = ids.ids[i];
+        r->hist[i] = ids->ids[i];
     }
-    want[ids.n - 1] = true;
-    for (int i = 0; i < n_stops; i++)
-        max_stop = strlen(stops[i]) > max_stop ? strlen(stops[i]) : max_stop;
-    next_src src = {sess, &sp, smp, logits, oct_session_samples_on_device(sess, &sp), 0};
-    st = warmup ? warm_up(&src, &ids, seqs, pos, want, &err) : OCT_OK;
-    double t1 = now_s();
-    int32_t next = -1;
+    r->n_hist = ids->n;
+    if (st == OCT_OK) {
+        want[ids->n - 1] = true;
+        if (r->g->warmup)
+            st = warm_up(&r->src, ids, seqs, pos, want, err);
+    }
+    *t1 = now_s();
     if (st == OCT_OK)
-        st = next_token(&src, ids.n, ids.ids, seqs, pos, want, hist, ids.n, &next, &err);
+        st = next_token(&r->src, ids->n, ids->ids, seqs, pos, want, r->hist, ids->n, next, err);
+    r->prefill_s = now_s() - *t1;
     free(seqs), free(pos), free(want);
-    double prefill_s = now_s() - t1, ttft_ms = 0, t_dec0 = 0;
-    int64_t n_hist = ids.n;
-    while (st == OCT_OK && n_out < max_tokens) {
-        if (n_out == 0) {
-            ttft_ms = (now_s() - t1) * 1e3;
+    if (st == OCT_ERR_NOMEM && !err->message[0])
+        snprintf(err->message, sizeof err->message, "out of memory");
+    return st;
+}
+
+/* Takes token `next`: prints it (or its text), and says whether generation
+ * ends here (an eos or stop id, a stop string). */
+static bool take(gen_run *r, int32_t next)
+{
+    const gen_args *g = r->g;
+    r->out[r->n_out++] = next;
+    r->hist[r->n_hist++] = next;
+    bool is_eos = false;
+    for (int e = 0; e < r->n_eos; e++)
+        is_eos |= next == r->eos[e];
+    for (int64_t e = 0; e < g->stop_ids.n; e++)
+        is_eos |= next == g->stop_ids.ids[e];
+    const char *piece;
+    size_t plen;
+    oct_error err;
+    if (!r->dt && !g->json) {
+        printf("%s%d", r->n_out > 1 ? " " : "", next);
+        fflush(stdout);
+    } else if (r->dt && oct_detokenizer_push(r->dt, next, &piece, &plen, &err) == OCT_OK && plen &&
+               text_append(&r->acc, piece, plen) == 0) {
+        if (stop_scan(&r->acc, g->stops, g->n_stops))
+            r->stopped = true;
+        if (!g->json)
+            text_emit(&r->acc, r->stopped ? 0 : r->max_stop);
+    }
+    return r->stopped || (is_eos && !g->ignore_eos);
+}
+
+/* Prefill, then one pass per output token until a stop or max_tokens. */
+static oct_status generate(gen_run *r, const oct_token_ids *ids, oct_error *err)
+{
+    double t1 = 0;
+    int32_t next = -1;
+    oct_status st = prefill(r, ids, &next, &t1, err);
+    double t_dec0 = 0;
+    while (st == OCT_OK && r->n_out < r->max_tokens) {
+        if (r->n_out == 0) {
+            r->ttft_ms = (now_s() - t1) * 1e3;
             t_dec0 = now_s();
         }
-        out_ids[n_out++] = next;
-        hist[n_hist++] = next;
-        bool is_eos = false;
-        for (int e = 0; e < n_eos_ids; e++)
-            is_eos |= next == eos_ids[e];
-        for (int64_t e = 0; e < stop_ids.n; e++)
-            is_eos |= next == stop_ids.ids[e];
-        const char *piece;
-        size_t plen;
-        if (!dt && !json) {
-            printf("%s%d", n_out > 1 ? " " : "", next);
-            fflush(stdout);
-        } else if (dt && oct_detokenizer_push(dt, next, &piece, &plen, &err) == OCT_OK && plen &&
-                   text_append(&acc, piece, plen) == 0) {
-            if (stop_scan(&acc, stops, n_stops))
-                stopped = true;
-            if (!json)
-                text_emit(&acc, stopped ? 0 : max_stop);
-        }
-        if (stopped || (is_eos && !ignore_eos))
-            break;
-        if (n_out == max_tokens)
+        if (take(r, next) || r->n_out == r->max_tokens)
             break;
         int32_t sq = 0, in = next;
-        int64_t p = n_hist - 1;
-        st = next_token(&src, 1, &in, &sq, &p, NULL, hist, n_hist, &next, &err);
-        if (st != OCT_OK && !err.message[0])
-            snprintf(err.message, sizeof err.message, "output token %lld failed", (long long)n_out);
+        int64_t p = r->n_hist - 1;
+        st = next_token(&r->src, 1, &in, &sq, &p, NULL, r->hist, r->n_hist, &next, err);
+        if (st != OCT_OK && !err->message[0])
+            snprintf(err->message, sizeof err->message, "output token %lld failed",
+                     (long long)r->n_out);
     }
-    double decode_s = n_out > 1 ? now_s() - t_dec0 : 0;
-    free(hist);
-    if (st != OCT_OK) {
-        fprintf(stderr, "\noctet generate: %s\n", err.message);
-        goto out;
-    }
+    r->decode_s = r->n_out > 1 ? now_s() - t_dec0 : 0;
+    return st;
+}
+
+/* The result: the JSON object, or the rest of the text and the timings. */
+static void report(gen_run *r, const oct_model *m, const oct_tokenizer *tok,
+                   const oct_token_ids *ids)
+{
+    const gen_args *g = r->g;
     char *text = NULL;
     size_t tlen = 0;
-    if (tok && !n_stops)
-        oct_tokenizer_decode(tok, out_ids, n_out, true, &text, &tlen, &err);
-    if (json) {
-        const gen_timing tm = {load_s, ttft_ms, prefill_s, decode_s};
-        const char *jt = n_stops ? (acc.buf ? acc.buf : "") : (text ? text : "");
-        print_json(m, &ids, out_ids, n_out, jt, n_stops ? acc.len : tlen,
-                   stopped || (n_out && n_out < max_tokens), &tm);
+    oct_error err;
+    if (tok && !g->n_stops)
+        oct_tokenizer_decode(tok, r->out, r->n_out, true, &text, &tlen, &err);
+    if (g->json) {
+        const gen_timing tm = {r->load_s, r->ttft_ms, r->prefill_s, r->decode_s};
+        const char *jt = g->n_stops ? (r->acc.buf ? r->acc.buf : "") : (text ? text : "");
+        print_json(m, ids, r->out, r->n_out, jt, g->n_stops ? r->acc.len : tlen,
+                   r->stopped || (r->n_out && r->n_out < r->max_tokens), &tm);
     } else {
         const char *piece;
         size_t plen;
-        if (!stopped && dt && oct_detokenizer_flush(dt, &piece, &plen, &err) == OCT_OK && plen &&
-            text_append(&acc, piece, plen) == 0 && stop_scan(&acc, stops, n_stops))
-            stopped = true;
-        text_emit(&acc, 0);
+        if (!r->stopped && r->dt && oct_detokenizer_flush(r->dt, &piece, &plen, &err) == OCT_OK &&
+            plen && text_append(&r->acc, piece, plen) == 0 &&
+            stop_scan(&r->acc, g->stops, g->n_stops))
+            r->stopped = true;
+        text_emit(&r->acc, 0);
         printf("\n");
         fprintf(stderr,
                 "octet: %lld prompt tokens, %lld generated; load %.2f s, TTFT %.1f ms, prefill "
                 "%.1f tok/s, decode %.1f tok/s\n",
-                (long long)ids.n, (long long)n_out, load_s, ttft_ms,
-                prefill_s > 0 ? (double)ids.n / prefill_s : 0,
-                decode_s > 0 ? (double)(n_out - 1) / decode_s : 0);
+                (long long)ids->n, (long long)r->n_out, r->load_s, r->ttft_ms,
+                r->prefill_s > 0 ? (double)ids->n / r->prefill_s : 0,
+                r->decode_s > 0 ? (double)(r->n_out - 1) / r->decode_s : 0);
     }
     oct_tokenizer_text_free(text);
-    rc = 0;
-out:
-    free(logits);
-    free(out_ids);
-    free(rendered);
-    free(acc.buf);
-    free(stop_ids.ids);
+}
+
+int cli_generate(int argc, char **argv)
+{
+    gen_args g;
+    int rc = parse_args(argc, argv, &g);
+    if (rc >= 0) {
+        free(g.stop_ids.ids);
+        return rc;
+    }
+    const double t0 = now_s();
+    oct_model *m = NULL;
+    oct_tokenizer *tok = NULL;
+    oct_token_ids ids = {0};
+    gen_run r = {.g = &g};
+    rc = model_args_load(&g.ma, "generate", &m);
+    r.load_s = now_s() - t0;
+    if (rc == 0 && (rc = load_tokenizer(&g, &tok)) == 0 &&
+        (rc = prompt_ids(&g, m, tok, &ids, &r.max_tokens)) == 0 &&
+        (rc = run_open(&r, m, tok, ids.n)) == 0) {
+        oct_error err;
+        oct_error_clear(&err);
+        if (generate(&r, &ids, &err) != OCT_OK) {
+            fprintf(stderr, "\noctet generate: %s\n", err.message);
+            rc = 1;
+        } else {
+            report(&r, m, tok, &ids);
+        }
+    }
+    run_close(&r);
+    free(g.stop_ids.ids);
     oct_token_ids_free(&ids);
-    oct_detokenizer_free(dt);
-    oct_sampler_free(smp);
-    oct_session_free(sess);
     oct_tokenizer_free(tok);
     oct_model_free(m);
     return rc;
