@@ -1010,6 +1010,16 @@ OCT_API oct_status oct_session_forward_sample(oct_session *s, int64_t n, const i
                                               const bool *want_logits, const oct_sampling *sp,
                                               uint64_t step, int32_t *ids, oct_error *err);
 
+/* Stop strings (vLLM's `stop`) over a sequence's text[0..len): the offset
+ * of the earliest occurrence of any of them that ends after byte `old` (the
+ * text up to `old` was searched before; 0: search it all), or SIZE_MAX. */
+OCT_API size_t oct_stop_find(const char *text, size_t len, size_t old, const char *const *stops,
+                             int n);
+/* The bytes at the end of text that could still grow into a stop string
+ * (the longest proper prefix of one that the text ends with): a streaming
+ * front end holds them back until the next token settles it. */
+OCT_API size_t oct_stop_hold(const char *text, size_t len, const char *const *stops, int n);
+
 /* ================================================================ server */
 /* `octet serve`: an OpenAI-compatible HTTP server (GNU libmicrohttpd) with
  * continuous batching over one engine thread.  See docs/SERVER.md.

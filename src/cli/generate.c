@@ -142,27 +142,22 @@ static int text_append(text_acc *t, const char *s, size_t n)
     return 0;
 }
 
-/* True (and the text cut before it) when a stop string occurs. */
-static bool stop_scan(text_acc *t, const char *const *stops, int n)
+/* True (and the text cut before it) when a stop string ends in the text
+ * past byte `old` (what was there before the last append). */
+static bool stop_scan(text_acc *t, size_t old, const char *const *stops, int n)
 {
-    size_t cut = t->len;
-    for (int i = 0; i < n; i++) {
-        const char *hit = strstr(t->buf, stops[i]);
-        if (hit && (size_t)(hit - t->buf) < cut)
-            cut = (size_t)(hit - t->buf);
-    }
-    if (cut == t->len)
+    const size_t cut = oct_stop_find(t->buf, t->len, old, stops, n);
+    if (cut == SIZE_MAX)
         return false;
     t->len = cut;
     t->buf[cut] = 0;
     return true;
 }
 
-/* Prints what cannot be the start of a stop string: all but the last
- * hold - 1 bytes (hold = the longest stop string; 0 prints everything). */
-static void text_emit(text_acc *t, size_t hold)
+/* Prints what cannot grow into a stop string (everything when `all`). */
+static void text_emit(text_acc *t, const char *const *stops, int n, bool all)
 {
-    size_t keep = hold > 1 ? hold - 1 : 0;
+    size_t keep = all ? 0 : oct_stop_hold(t->buf, t->len, stops, n);
     if (t->len > t->printed + keep) {
         size_t upto = t->len - keep;
         fwrite(t->buf + t->printed, 1, upto - t->printed, stdout);
@@ -413,7 +408,6 @@ typedef struct gen_run {
     int32_t eos[24];
     int n_eos;
     text_acc acc;
-    size_t max_stop;
     bool stopped;
     double load_s, ttft_ms, prefill_s, decode_s;
 } gen_run;
@@ -443,9 +437,6 @@ static int run_open(gen_run *r, const oct_model *m, const oct_tokenizer *tok, in
         fprintf(stderr, "octet generate: out of memory\n");
         return 1;
     }
-    for (int i = 0; i < r->g->n_stops; i++)
-        if (strlen(r->g->stops[i]) > r->max_stop)
-            r->max_stop = strlen(r->g->stops[i]);
     r->src = (next_src){
         r->sess, &r->sp, r->smp, r->logits, oct_session_samples_on_device(r->sess, &r->sp), 0};
     return 0;
@@ -506,15 +497,16 @@ static bool take(gen_run *r, int32_t next)
     const char *piece;
     size_t plen;
     oct_error err;
+    const size_t old = r->acc.len;
     if (!r->dt && !g->json) {
         printf("%s%d", r->n_out > 1 ? " " : "", next);
         fflush(stdout);
     } else if (r->dt && oct_detokenizer_push(r->dt, next, &piece, &plen, &err) == OCT_OK && plen &&
                text_append(&r->acc, piece, plen) == 0) {
-        if (stop_scan(&r->acc, g->stops, g->n_stops))
+        if (stop_scan(&r->acc, old, g->stops, g->n_stops))
             r->stopped = true;
         if (!g->json)
-            text_emit(&r->acc, r->stopped ? 0 : r->max_stop);
+            text_emit(&r->acc, g->stops, g->n_stops, r->stopped);
     }
     return r->stopped || (is_eos && !g->ignore_eos);
 }
@@ -562,11 +554,12 @@ static void report(gen_run *r, const oct_model *m, const oct_tokenizer *tok,
     } else {
         const char *piece;
         size_t plen;
+        const size_t old = r->acc.len;
         if (!r->stopped && r->dt && oct_detokenizer_flush(r->dt, &piece, &plen, &err) == OCT_OK &&
             plen && text_append(&r->acc, piece, plen) == 0 &&
-            stop_scan(&r->acc, g->stops, g->n_stops))
+            stop_scan(&r->acc, old, g->stops, g->n_stops))
             r->stopped = true;
-        text_emit(&r->acc, 0);
+        text_emit(&r->acc, g->stops, g->n_stops, true);
         printf("\n");
         fprintf(stderr,
                 "octet: %lld prompt tokens, %lld generated; load %.2f s, TTFT %.1f ms, prefill "

@@ -125,16 +125,8 @@ static bool append(srv_choice *c, const char *p, size_t n)
 static bool match_stop(srv_choice *c, size_t old)
 {
     const srv_request *r = &c->job->req;
-    size_t best = SIZE_MAX;
-    for (int i = 0; i < r->n_stop; i++) {
-        size_t sl = strlen(r->stop[i]);
-        size_t start = old >= sl ? old - sl + 1 : 0;
-        if (c->len < start + sl)
-            continue;
-        const char *hit = memmem(c->text + start, c->len - start, r->stop[i], sl);
-        if (hit && (size_t)(hit - c->text) < best)
-            best = (size_t)(hit - c->text);
-    }
+    const size_t best =
+        oct_stop_find(c->text, c->len, old, (const char *const *)r->stop, r->n_stop);
     if (best == SIZE_MAX)
         return false;
     c->len = best;
@@ -449,17 +441,8 @@ static size_t safe_len(const srv_choice *c)
 {
     if (c->done || c->stop_hit)
         return c->len;
-    size_t hold = 0;
     const srv_request *r = &c->job->req;
-    for (int i = 0; i < r->n_stop; i++) {
-        size_t sl = strlen(r->stop[i]);
-        for (size_t k = OCT_MIN(sl - 1, c->len); k > hold; k--)
-            if (memcmp(c->text + c->len - k, r->stop[i], k) == 0) {
-                hold = k;
-                break;
-            }
-    }
-    return c->len - hold;
+    return c->len - oct_stop_hold(c->text, c->len, (const char *const *)r->stop, r->n_stop);
 }
 
 bool srv_job_stream(srv_job *j, char **out, size_t *len)
