@@ -8,6 +8,7 @@
  * of its kind, values finite and non-negative, and no tensor left over whose
  * name says "scale" but which nothing explains.  KV-cache scales are
  * collected under their canonical names (docs/FORMATS.md §KV-cache scales). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,14 +137,17 @@ static oct_status check_scale_values(const oct_tensor *t, oct_error *err)
         oct_status st = oct_tensor_read_f32(t, i, n, buf, err);
         if (st != OCT_OK)
             return st;
+        /* above FLT_MAX / 448 a code's product with it overflows */
         for (int64_t k = 0; k < n; k++)
-            if (!isfinite(buf[k]) || buf[k] < 0.0f)
+            if (!(buf[k] >= 0.0f && buf[k] <= FLT_MAX / 448.0f))
                 return oct_error_set(err, OCT_ERR_FORMAT,
                                      (int64_t)t->file_offset +
                                          (i + k) * (int64_t)oct_dtype_size(t->dtype),
-                                     "%s: scale tensor '%s'[%lld] is %g (scales must be finite "
-                                     "and >= 0)",
-                                     t->file, t->name, (long long)(i + k), (double)buf[k]);
+                                     "%s: scale tensor '%s'[%lld] is %g (scales must be >= 0 and "
+                                     "small enough that no product with a code overflows: <= "
+                                     "%g)",
+                                     t->file, t->name, (long long)(i + k), (double)buf[k],
+                                     (double)(FLT_MAX / 448.0f));
     }
     return OCT_OK;
 }

@@ -2,7 +2,6 @@
  * mmap, quantizes it (online) or takes its FP8 codes (pre-quantized), hands it
  * to its kernel (which repacks it once), and drops the source pages, so the
  * peak is the loaded model plus one unit in flight. */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -181,35 +180,23 @@ static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *s
     return st;
 }
 
-/* A unit's FP8 weights must decode to finite values: no NaN code (E4M3FN
- * 0x7F / 0xFF), every float scale positive, finite and small enough that 448
- * times it is finite (MX scales are powers of two by construction).  A NaN or
- * Inf in BF16 weights shows here as a NaN scale (online quantization). */
+/* A unit's FP8 codes must not be NaN (E4M3FN 0x7F / 0xFF): a NaN in a
+ * checkpoint, or a NaN or Inf in BF16 weights quantized online (its scale
+ * turns its codes NaN).  Checkpoint scales are checked when it opens. */
 static oct_status check_fp8(const oct_plan_group *g, const uint8_t *codes, size_t nk,
-                            const float *scales, size_t n_scales, oct_error *err)
+                            oct_error *err)
 {
     int64_t bad = (int64_t)nk; /* the first NaN code */
 #pragma omp parallel for schedule(static) reduction(min : bad) if (nk > (1u << 20))
     for (int64_t i = 0; i < (int64_t)nk; i++)
         if ((codes[i] & 0x7F) == 0x7F)
             bad = bad < i ? bad : i;
-    if (bad < (int64_t)nk)
-        return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                             "%s: weight [%lld, %lld] decodes to NaN (a NaN code, or NaN / Inf in "
-                             "the weights quantized)",
-                             g->name, (long long)(bad / g->k), (long long)(bad % g->k));
-    const bool mx = g->desc.weight_scale == OCT_SCALE_MX32;
-    for (size_t i = 0; scales && mx && i < n_scales; i++)
-        if (((const uint8_t *)scales)[i] == 0xFF) /* E8M0 NaN */
-            return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: MX scale %zu is NaN", g->name, i);
-    const float lim = FLT_MAX / 448.0f;
-    for (size_t i = 0; scales && !mx && i < n_scales; i++)
-        if (!(scales[i] > 0.0f) || !(scales[i] <= lim))
-            return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                 "%s: weight scale %zu is %g (weights with NaN or Inf, or a scale "
-                                 "whose products overflow: it must be positive and at most %g)",
-                                 g->name, i, (double)scales[i], (double)lim);
-    return OCT_OK;
+    if (bad == (int64_t)nk)
+        return OCT_OK;
+    return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                         "%s: weight [%lld, %lld] decodes to NaN (a NaN code, or NaN / Inf in "
+                         "the weights quantized)",
+                         g->name, (long long)(bad / g->k), (long long)(bad % g->k));
 }
 
 /* Unquantized weights as loaded (f32 rows): finite. */
@@ -276,7 +263,7 @@ static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error
         }
     }
     if (st == OCT_OK && d->weight_type == OCT_WEIGHT_FP8)
-        st = check_fp8(g, w, nk, sc, nsc, err);
+        st = check_fp8(g, w, nk, err);
     if (st == OCT_OK && bias) {
         int64_t o = 0;
         for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
