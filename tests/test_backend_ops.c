@@ -648,6 +648,65 @@ static void test_rope(void)
         }
 }
 
+/* oct_cuda_rope_qk_store against oct_cuda_rope_qk then oct_cuda_kv_store (both
+ * checked against the references above and in test_attention): the same qkv
+ * and caches byte for byte, for bf16 and E4M3 caches, with padding rows
+ * (slot -1) and rows in a random block order. */
+static void test_rope_store(void)
+{
+    const int64_t ds[2] = {D, 64}, m = 19, bs = 16, nq = NQ, nkv = NKV;
+    for (int di = 0; di < 2; di++)
+        for (int fp8 = 0; fp8 < 2; fp8++) {
+            const int64_t d = ds[di], row = (nq + 2 * nkv) * d, n_blocks = 8;
+            const size_t n = (size_t)(m * row), esz = fp8 ? 1 : 2;
+            const size_t cbytes = (size_t)(n_blocks * nkv * bs * d) * esz;
+            uint16_t *qkv = malloc(n * 2), *oa = malloc(n * 2), *ob = malloc(n * 2);
+            uint8_t *ca = malloc(2 * cbytes), *cb = malloc(2 * cbytes);
+            float *inv = malloc((size_t)d / 2 * 4), *kn = malloc((size_t)d * 4);
+            int32_t *pos = malloc((size_t)m * 4), *slot = malloc((size_t)m * 4);
+            REQUIRE(qkv && oa && ob && ca && cb && inv && kn && pos && slot);
+            for (size_t i = 0; i < n; i++)
+                qkv[i] = bf(rng_normal() * 2.0f);
+            for (int64_t i = 0; i < d / 2; i++)
+                inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / (float)d);
+            for (int64_t i = 0; i < d; i++)
+                kn[i] = 0.5f + rng_unif();
+            for (int64_t t = 0; t < m; t++) {
+                pos[t] = (int32_t)(rng_u64() % 40000);
+                slot[t] = t % 7 == 3 ? -1 : (int32_t)((t * 37) % (n_blocks * bs));
+            }
+            uint16_t *da = dev_up(qkv, n * 2), *db = dev_up(qkv, n * 2);
+            int32_t *dp = dev_up(pos, (size_t)m * 4), *dsl = dev_up(slot, (size_t)m * 4);
+            float *dinv = dev_up(inv, (size_t)d / 2 * 4), *dkn = dev_up(kn, (size_t)d * 4);
+            uint8_t *dca = dev_up(NULL, 2 * cbytes), *dcb = dev_up(NULL, 2 * cbytes);
+            REQUIRE(da && db && dp && dsl && dinv && dkn && dca && dcb);
+            REQUIRE(oct_cuda_memzero(dca, 2 * cbytes) == OCT_OK &&
+                    oct_cuda_memzero(dcb, 2 * cbytes) == OCT_OK);
+            const int kind = fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+            const float ks = 0.03f, vs = 0.02f;
+            const float *qn = di == 1 ? dkn : NULL; /* q/k norm on the d 64 case */
+            CHECK_OK(oct_cuda_rope_qk(da, m, nq, nkv, d, dp, dinv, qn, qn, EPS, NULL));
+            CHECK_OK(oct_cuda_kv_store(da, m, nq, nkv, d, dsl, bs, kind, dca, dca + cbytes, ks, vs,
+                                       NULL));
+            CHECK_OK(oct_cuda_rope_qk_store(db, m, nq, nkv, d, dp, dinv, qn, qn, EPS, dsl, bs, kind,
+                                            dcb, dcb + cbytes, ks, vs, NULL));
+            REQUIRE(dev_down(oa, da, n * 2) && dev_down(ob, db, n * 2) &&
+                    dev_down(ca, dca, 2 * cbytes) && dev_down(cb, dcb, 2 * cbytes));
+            CHECKF(memcmp(oa, ob, n * 2) == 0 && memcmp(ca, cb, 2 * cbytes) == 0,
+                   "rope_qk_store d %lld %s: qkv or cache differs from rope_qk + kv_store",
+                   (long long)d, fp8 ? "e4m3" : "bf16");
+            void *dev[] = {da, db, dp, dsl, dinv, dkn, dca, dcb};
+            for (size_t i = 0; i < OCT_ARRAY_LEN_T(dev); i++)
+                oct_cuda_free(dev[i]);
+            void *host[] = {qkv, oa, ob, ca, cb, inv, kn, pos, slot};
+            for (size_t i = 0; i < OCT_ARRAY_LEN_T(host); i++)
+                free(host[i]);
+        }
+    CHECKF(oct_cuda_rope_qk_store(NULL, 1, NQ, NKV, D, NULL, NULL, NULL, NULL, EPS, NULL, 16,
+                                  OCT_CUDA_KV_BF16, NULL, NULL, 1.0f, 1.0f, NULL) != OCT_OK,
+           "rope_qk_store without pointers is refused");
+}
+
 /* One attention configuration: sequences of the given contexts (block size bs,
  * blocks in a random order), their K/V written by oct_cuda_kv_store (checked
  * against kv_store_ref), then batches of query rows against attention_ref:
@@ -904,7 +963,8 @@ static bool attn_batch_up(const struct attn_fix *f, const int64_t *list, int64_t
          (b->dqs = dev_up(qs, (size_t)n * 4)) && (b->dqp = dev_up(qp, (size_t)n * 4)) &&
          (b->nt == 0 || (b->dtiles = dev_up(tiles, (size_t)b->nt * 8))) &&
          (b->nd == 0 || (b->ddrows = dev_up(drows, (size_t)b->nd * 4))) &&
-         (b->wsb == 0 || (b->dws = dev_up(NULL, b->wsb)));
+         (b->wsb == 0 ||
+          ((b->dws = dev_up(NULL, b->wsb)) && oct_cuda_memzero(b->dws, b->wsb) == OCT_OK));
     free(q);
     free(qs);
     free(qp);
@@ -1149,26 +1209,28 @@ static void run_attention_long(bool fp8)
            "TFLOP/s causal), decode kernel %.2f ms; max |tc - decode| %.3g, sample rows max err "
            "%.3g (max|v| %.3g)\n",
            fp8 ? "e4m3" : "bf16", ms_tc, flop / (ms_tc * 1e9), ms_dec, diff, err, (double)f.vmax);
-    /* one decode row at the end of the context: 257 partitions to merge */
-    struct attn_batch b1;
-    const int64_t last = list[n - 1];
+    /* decode rows at positions 511 and 8191 (the end of the context) */
+    const int64_t at[2] = {list[511], list[n - 1]};
     uint16_t *o1 = malloc((size_t)qd * 2);
     REQUIRE(o1);
-    bool ok1 = ok && attn_batch_up(&f, &last, 1, false, &b1);
-    const double ms1 = ok1 ? attn_batch_ms(&f, &b1, 50) : -1.0;
-    ok1 = ok1 && ms1 > 0.0 && dev_down(o1, b1.dout, (size_t)qd * 2);
-    double err1 = ok1 ? 0.0 : (double)INFINITY;
-    attn_ref_row(&f, last, sc, qf, ref);
-    for (int64_t e = 0; ok1 && e < qd; e++) {
-        double x = fabs((double)fb(o1[e]) - (double)ref[e]);
-        err1 = x > err1 || isnan(x) ? x : err1;
+    for (int k = 0; k < 2; k++) {
+        struct attn_batch b1;
+        bool ok1 = ok && attn_batch_up(&f, &at[k], 1, false, &b1);
+        const double ms1 = ok1 ? attn_batch_ms(&f, &b1, 200) : -1.0;
+        ok1 = ok1 && ms1 > 0.0 && dev_down(o1, b1.dout, (size_t)qd * 2);
+        double err1 = ok1 ? 0.0 : (double)INFINITY;
+        attn_ref_row(&f, at[k], sc, qf, ref);
+        for (int64_t e = 0; ok1 && e < qd; e++) {
+            double x = fabs((double)fb(o1[e]) - (double)ref[e]);
+            err1 = x > err1 || isnan(x) ? x : err1;
+        }
+        CHECKF(err1 <= tol, "attention decode at %lld %s: max err %.4g (tolerance %.4g)",
+               (long long)f.qp[at[k]], fp8 ? "e4m3" : "bf16", err1, tol);
+        printf("  attention decode at position %lld, %s kv: %.1f us per layer, max err %.3g\n",
+               (long long)f.qp[at[k]], fp8 ? "e4m3" : "bf16", ms1 * 1e3, err1);
+        if (ok)
+            attn_batch_free(&b1);
     }
-    CHECKF(err1 <= tol, "attention decode at 8192 %s: max err %.4g (tolerance %.4g)",
-           fp8 ? "e4m3" : "bf16", err1, tol);
-    printf("  attention decode at position 8191, %s kv: %.1f us per layer, max err %.3g\n",
-           fp8 ? "e4m3" : "bf16", ms1 * 1e3, err1);
-    if (ok)
-        attn_batch_free(&b1);
     free(o1);
     attn_batch_free(&btc);
     attn_batch_free(&bdec);
@@ -1504,6 +1566,7 @@ int main(void)
     RUN(test_rmsnorm);
     RUN(test_silu_mul);
     RUN(test_rope);
+    RUN(test_rope_store);
     RUN(test_attention);
     if (!quick)
         RUN(test_attention_long);

@@ -16,6 +16,8 @@
 #              prefill:512"): Nsight Compute kernel times, summed per kernel by
 #              bench/cuda/ncu_summary.py
 #   PROFILE_Q  the --quantization of the profiled runs (default fp8)
+#   NCU_CACHE  ncu --cache-control: "all" (default: caches flushed before each
+#              kernel) or "none" (what a kernel finds in L2, prefetches included)
 #   T_OPS, T_MEMCHECK, T_MODEL, T_BENCH, T_PROFILE  time limits in seconds
 set -uo pipefail
 OUT=${OUT:-build/cuda_bench/e2e}
@@ -67,7 +69,7 @@ if want profile && [ -f /tmp/llama8b/config.json ]; then
         stamp "ncu: $kind pass $pass, prompt $P, ${PROFILE_Q:=fp8}, eager"
         ids=$(python3 -c "print(','.join(str(1000 + 7 * i) for i in range($P)))")
         OCTET_CUDA_PROFILE_PASS=$pass timeout ${T_PROFILE:-300} ncu --profile-from-start off \
-            --clock-control none --metrics gpu__time_duration.sum --csv "$D/octet" generate \
+            --clock-control none --cache-control ${NCU_CACHE:-all} --metrics gpu__time_duration.sum --csv "$D/octet" generate \
             --model /tmp/llama8b --device cuda --enforce-eager --warmup \
             --quantization "$PROFILE_Q" --prompt-ids "$ids" --max-tokens 4 --temperature 0 \
             --ignore-eos >"$OUT/ncu_${kind}_$P.csv" 2>"$OUT/ncu_${kind}_$P.err"

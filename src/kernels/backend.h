@@ -171,6 +171,10 @@ typedef struct oct_backend_ops {
      * then the rows' k, v into the cache of `layer`. */
     oct_status (*kv_store)(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv, int64_t layer,
                            const oct_rows *rows, const void *qkv, oct_error *err);
+    /* Optional (NULL: rope_qk, then kv_store): the two in one step, with the
+     * same result. */
+    oct_status (*rope_store)(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv,
+                             int64_t layer, const oct_rows *rows, void *qkv, oct_error *err);
     /* Causal attention of every row over its sequence's cache: att [n, Hq d]. */
     oct_status (*attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                             const oct_kv_view *kv, int64_t layer, const oct_rows *rows,

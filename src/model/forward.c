@@ -139,6 +139,18 @@ static oct_status check_batch(const oct_arch *a, const oct_fwd_ws *ws, int64_t n
     return OCT_OK;
 }
 
+/* RoPE of q and k, then k and v into the cache of layer l: one backend op
+ * where the backend fuses them. */
+static oct_status rope_store(const oct_model *m, const oct_attn_shape *as, oct_kv_view *kv,
+                             int64_t l, const oct_rows *rows, void *qkv, oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    if (op->rope_store)
+        return op->rope_store(m->be, as, kv, l, rows, qkv, err);
+    oct_status st = op->rope_qk(m->be, as, rows, qkv, err);
+    return st != OCT_OK ? st : op->kv_store(m->be, as, kv, l, rows, qkv, err);
+}
+
 /* The attention half of layer l: h = rmsnorm(x + pending) (the last block's
  * output added to the residual stream x), then o = attn Wo^T. */
 static oct_status attention_block(const oct_model *m, const oct_layer_weights *lw, int64_t l,
@@ -154,8 +166,7 @@ static oct_status attention_block(const oct_model *m, const oct_layer_weights *l
     if ((st = op->rmsnorm(be, ws->x, pending, a->residual_multiplier, lw->attn_norm, NULL, rows->n,
                           a->hidden, a->rms_eps, &qkv, ws->h, err)) ||
         (st = op->linear(be, ws->ops, &qkv, rows->n, ws->h, ws->qkv, err)) ||
-        (st = op->rope_qk(be, &as, rows, ws->qkv, err)) ||
-        (st = op->kv_store(be, &as, kv, l, rows, ws->qkv, err)) ||
+        (st = rope_store(m, &as, kv, l, rows, ws->qkv, err)) ||
         (st = op->attention(be, ws->ops, &as, kv, l, rows, ws->qkv, ws->att, err)))
         return st;
     return op->linear(be, ws->ops, &o, rows->n, ws->att, ws->o, err);

@@ -290,6 +290,8 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     ws->drows = dev_buf(T * 4, &ok);
     ws->tables = dev_buf(T * (size_t)ws->max_blocks * 4, &ok);
     ws->attn_ws = ws->attn_ws_bytes ? dev_buf(ws->attn_ws_bytes, &ok) : NULL;
+    if (ws->attn_ws && oct_cuda_memzero(ws->attn_ws, ws->attn_ws_bytes) != OCT_OK)
+        ok = false; /* its merge counters start at zero */
     ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
     if (oct_cuda_host_alloc((void **)&ws->h_buf, 8 * T * sizeof(int32_t)) != OCT_OK ||
@@ -498,6 +500,24 @@ static oct_status cu_kv_store(oct_backend *be, const oct_attn_shape *a, oct_kv_v
     return OCT_OK;
 }
 
+/* RoPE and the KV store in one kernel; with --calculate-kv-scales pending the
+ * scales come from the roped batch first, so the two run apart. */
+static oct_status cu_rope_store(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv,
+                                int64_t l, const oct_rows *rows, void *qkv, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    if (kv->scales_pending[l]) {
+        oct_status st = cu_rope_qk(be, a, rows, qkv, err);
+        return st != OCT_OK ? st : cu_kv_store(be, a, kv, l, rows, qkv, err);
+    }
+    CK(oct_cuda_rope_qk_store(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, c->cur->pos,
+                              dev_of(c, a->inv_freq), dev_of(c, a->q_norm), dev_of(c, a->k_norm),
+                              a->rms_eps, c->cur->slot, kv->block_size, kv_kind(kv->dtype),
+                              kv->k[l], kv->v[l], kv->k_scale[l], kv->v_scale[l], c->stream),
+       "rope and KV store");
+    return OCT_OK;
+}
+
 static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                                const oct_kv_view *kv, int64_t l, const oct_rows *rows,
                                const void *qkv, void *att, oct_error *err)
@@ -676,6 +696,7 @@ static const oct_backend_ops k_cuda_ops = {
     .rmsnorm = cu_rmsnorm,
     .rope_qk = cu_rope_qk,
     .kv_store = cu_kv_store,
+    .rope_store = cu_rope_store,
     .attention = cu_attention,
     .silu_mul = cu_silu_mul,
     .linear = cu_linear,

@@ -28,6 +28,7 @@ oct_status oct_cuda_malloc(void **out, size_t bytes);
 void oct_cuda_free(void *p);
 oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
+oct_status oct_cuda_memzero(void *dst, size_t bytes);
 
 /* ---- FP8 kernels (docs/KERNELS_CUDA.md) ----
  * Every pointer below is device memory; `stream` is a cudaStream_t (NULL: the
@@ -201,6 +202,14 @@ oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
  * of bf16 or E4M3FN codes (value = decode(code) * k_scale / v_scale). */
 enum { OCT_CUDA_KV_BF16 = 0, OCT_CUDA_KV_E4M3 = 1 };
 
+/* oct_cuda_rope_qk, then oct_cuda_kv_store of the result, in one kernel (the
+ * same values: the cache receives the bf16 k that rope_qk leaves in qkv). */
+oct_status oct_cuda_rope_qk_store(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                                  const int32_t *pos, const float *inv_freq, const float *q_norm,
+                                  const float *k_norm, float eps, const int32_t *slot,
+                                  int64_t block_size, int kv_dtype, void *k_cache, void *v_cache,
+                                  float k_scale, float v_scale, void *stream);
+
 /* Stores the k and v heads of each qkv row at slot[t] = block * block_size +
  * offset (slot < 0: the row is skipped, a padding row).  E4M3: sat RNE(x /
  * scale) with IEEE division (vLLM; the CPU kv_store); BF16: the bits. */
@@ -217,7 +226,9 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
  * < max_ctx (the workspace's size); a row with p < 0 writes zeros, one with
  * p >= max_ctx NaNs.  n_q % n_kv == 0, d % 4 == 0, d <= 256.  ws: at least
  * oct_cuda_attention_workspace_bytes(m, n_q, d, max_ctx) bytes (16-byte aligned;
- * may be NULL when that is 0).
+ * may be NULL when that is 0; independent of max_ctx), zeroed before its first
+ * call (oct_cuda_memzero): it holds counters that every call leaves zero, so
+ * calls that share it must run in stream order.
  *
  * Two kernels share the rows.  n_tiles == 0: flash decoding over all m rows
  * (tiles and drows unused; the CUDA-graph decode path).  n_tiles > 0: tiles and

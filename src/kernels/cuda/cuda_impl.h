@@ -257,6 +257,25 @@ static inline cudaLaunchConfig_t oct_cuda_launch_config(unsigned grid, unsigned 
     return cfg;
 }
 
+/* cudaLaunchKernelEx of kern on grid x block, with programmatic stream
+ * serialization when pdl (the kernel must then call oct_pdl_wait before it
+ * reads or writes what earlier kernels touch). */
+template <class... P, class... A>
+cudaError_t oct_launch_pdl(void (*kern)(P...), dim3 grid, unsigned block, size_t smem,
+                           cudaStream_t st, bool pdl, A... args)
+{
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = oct_cuda_launch_config(1, block, smem, st, pdl, &attr);
+    cfg.gridDim = grid;
+    return cudaLaunchKernelEx(&cfg, kern, args...);
+}
+
+/* The forward-pass ops launched with programmatic serialization (RMSNorm,
+ * SiLU-mul, RoPE, decode attention: each starts while the kernel before it
+ * ends and lets the next one start, so a GEMM after them fetches its weights
+ * early).  1 by default; OCTET_CUDA_OPS_PDL=0 turns it off. */
+bool oct_cuda_ops_pdl(void);
+
 /* Token tiles (of 8 tokens) per block in the streaming GEMV kernels for m tokens:
  * calls launch(std::integral_constant<int, MT>{}) with MT = 1, 2, 4 or 8. */
 /* The streaming GEMV kernels' tile epilogue (gemv_fp8.cu, gemv_fp8_tma.cu,
@@ -466,14 +485,20 @@ oct_status oct_cuda_ops_fail(oct_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* The cache arguments of oct_cuda_kv_store (and oct_cuda_rope_qk_store). */
+oct_status oct_cuda_kv_store_check(int64_t m, const int32_t *slot, int64_t block_size, int kv_dtype,
+                                   const void *k_cache, const void *v_cache, float k_scale,
+                                   float v_scale);
 /* After a launch: OCT_OK, or OCT_ERR_INTERNAL naming op and the CUDA error. */
 oct_status oct_cuda_ops_launched(const char *op);
 
-/* ---- tensor-core prefill attention (ops_attention_prefill.cu) ----
- * The query tiles of oct_cuda_attention (tiles [n_tiles][2] = first row, row
- * count, device memory), the other arguments as there.  bs_shift: log2 of a
- * power-of-two block size, else -1. */
-typedef struct oct_attn_prefill_args {
+/* ---- attention kernels (ops_attention_prefill.cu, ops_attention_decode.cu) ----
+ * The arguments of oct_cuda_attention as its kernels take them.  tiles
+ * [n_tiles][2] = first row, row count (device memory): the tensor-core
+ * kernel's query tiles.  rows: the batch rows flash decoding runs (NULL: rows
+ * 0..n-1); the fields below it are set by oct_cuda_attention_decode_setup.
+ * bs_shift: log2 of a power-of-two block size, else -1. */
+typedef struct oct_attn_args {
     const uint16_t *qkv; /* [m, (n_q + 2 n_kv) d] */
     int64_t n_q, n_kv, d;
     const int32_t *row_seq, *row_pos; /* [m] */
@@ -487,11 +512,21 @@ typedef struct oct_attn_prefill_args {
     const int32_t *tiles; /* [n_tiles][2] */
     int64_t n_tiles;
     uint16_t *out; /* [m, n_q d] */
-} oct_attn_prefill_args;
+    const int32_t *rows;
+    void *ws_cnt, *ws_m, *ws_l, *ws_acc; /* merge counters, partition states */
+    int max_parts, group, gsplit, gc;    /* partitions, GQA group, its split */
+} oct_attn_args;
 /* The kernel covers these arguments: head_dim 64 or 128, 16-byte aligned qkv,
  * caches and out, max_ctx and block size <= 2^30, few enough heads for the grid. */
-bool oct_cuda_attention_prefill_fits(const oct_attn_prefill_args *a);
+bool oct_cuda_attention_prefill_fits(const oct_attn_args *a);
 /* Launches it on st over a->n_tiles (> 0) tiles; the launch's error. */
-cudaError_t oct_cuda_attention_prefill_launch(const oct_attn_prefill_args *a, cudaStream_t st);
+cudaError_t oct_cuda_attention_prefill_launch(const oct_attn_args *a, cudaStream_t st);
+/* Flash decoding: the workspace for up to m rows (its first bytes are merge
+ * counters: zero before the first call, every call leaves them zero), the
+ * per-call fields of a for n rows (rows: their batch rows or NULL), the launch. */
+size_t oct_cuda_attention_decode_ws_bytes(int64_t m, int64_t n_q, int64_t d);
+oct_status oct_cuda_attention_decode_setup(oct_attn_args *a, const int32_t *rows, int64_t n,
+                                           void *ws, size_t ws_bytes);
+cudaError_t oct_cuda_attention_decode_launch(const oct_attn_args *a, int64_t n, cudaStream_t st);
 
 #endif

@@ -50,6 +50,11 @@ extern "C" oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t byt
                                                                               : OCT_ERR_INTERNAL;
 }
 
+extern "C" oct_status oct_cuda_memzero(void *dst, size_t bytes)
+{
+    return cudaMemset(dst, 0, bytes) == cudaSuccess ? OCT_OK : OCT_ERR_INTERNAL;
+}
+
 extern "C" oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? OCT_OK

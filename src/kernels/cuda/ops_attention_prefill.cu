@@ -141,7 +141,7 @@ __device__ __forceinline__ uint32_t e4m3x2_bf16x2(uint32_t two)
 // Element offset of key position j (0 <= j <= jhi) of the tile's sequence and
 // KV head in the cache.
 template <int D>
-__device__ __forceinline__ int64_t kv_row(const oct_attn_prefill_args &a, const TileCtx &c, int j)
+__device__ __forceinline__ int64_t kv_row(const oct_attn_args &a, const TileCtx &c, int j)
 {
     const int bs = (int)a.bs;
     const int blk = __ldg(c.bt + (a.bs_shift >= 0 ? j >> a.bs_shift : j / bs));
@@ -152,8 +152,7 @@ __device__ __forceinline__ int64_t kv_row(const oct_attn_prefill_args &a, const 
 // The Q rows of the tile's HG heads into sq ([HG][kRows][LD]); rows past
 // count are zeros.
 template <int D, int HG, int NT>
-__device__ __forceinline__ void load_q(const oct_attn_prefill_args &a, const TileCtx &c,
-                                       uint16_t *sq)
+__device__ __forceinline__ void load_q(const oct_attn_args &a, const TileCtx &c, uint16_t *sq)
 {
     constexpr int CH = D / 8, LD = D + kPad, N = HG * kRows * CH;
     static_assert(N % NT == 0, "whole passes");
@@ -174,8 +173,8 @@ __device__ __forceinline__ void load_q(const oct_attn_prefill_args &a, const Til
 // bf16 cache into rows of LD = D + kPad elements; T = uint8_t, E4M3 codes into
 // rows of LD = D bytes.  Keys outside [0, jhi] are zeros.
 template <int D, int NT, typename T, int LD>
-__device__ __forceinline__ void load_kv(const oct_attn_prefill_args &a, const TileCtx &c, int js,
-                                        T *sk, T *sv)
+__device__ __forceinline__ void load_kv(const oct_attn_args &a, const TileCtx &c, int js, T *sk,
+                                        T *sv)
 {
     constexpr int EPC = 16 / (int)sizeof(T), CH = D / EPC; // elements, copies per row
     static_assert(kKeys * CH % NT == 0, "whole passes");
@@ -331,7 +330,7 @@ __device__ __forceinline__ void warp_tile(WarpState<D> &w, uint32_t kaddr, uint3
 // O / sum to bf16 through the warp's 16 shared rows sw ([16][LD]), then 16-byte
 // stores of the rows below count (NaN for rows at p >= max_ctx).
 template <int D>
-__device__ __forceinline__ void store_out(const oct_attn_prefill_args &a, const TileCtx &c,
+__device__ __forceinline__ void store_out(const oct_attn_args &a, const TileCtx &c,
                                           const WarpState<D> &w, uint16_t *sw, int wr0, int hh,
                                           int lane)
 {
@@ -372,7 +371,7 @@ __device__ __forceinline__ void store_out(const oct_attn_prefill_args &a, const 
 // < 0: zeros, >= max_ctx: NaNs, as the decode kernel writes such rows) is
 // written here and false returned.
 template <int D, int HG, int NT>
-__device__ __forceinline__ bool tile_setup(const oct_attn_prefill_args &a, TileCtx &c)
+__device__ __forceinline__ bool tile_setup(const oct_attn_args &a, TileCtx &c)
 {
     const int64_t ti = a.n_tiles - 1 - (int64_t)blockIdx.x; // the longest tiles first
     c.first = a.tiles[2 * ti];
@@ -411,7 +410,7 @@ __device__ __forceinline__ bool tile_masked(int i, int js, int p0, int64_t windo
 
 template <int D, int HG, bool FP8>
 __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
-    attn_prefill_kernel(const oct_attn_prefill_args a)
+    attn_prefill_kernel(const oct_attn_args a)
 {
     using C = Cfg<D, HG, FP8>;
     constexpr int NT = C::THREADS, LD = C::LD;
@@ -491,8 +490,7 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
         store_out<D>(a, c, w, sq + (hh * kRows + wr0) * LD, wr0, hh, lane);
 }
 
-template <int D, int HG, bool FP8>
-cudaError_t launch(const oct_attn_prefill_args &a, cudaStream_t st)
+template <int D, int HG, bool FP8> cudaError_t launch(const oct_attn_args &a, cudaStream_t st)
 {
     using C = Cfg<D, HG, FP8>;
     auto kern = attn_prefill_kernel<D, HG, FP8>;
@@ -513,7 +511,7 @@ cudaError_t launch(const oct_attn_prefill_args &a, cudaStream_t st)
     return cudaGetLastError();
 }
 
-template <int D> cudaError_t launch_d(const oct_attn_prefill_args &a, int hg, cudaStream_t st)
+template <int D> cudaError_t launch_d(const oct_attn_args &a, int hg, cudaStream_t st)
 {
     if (hg == 2)
         return a.fp8 ? launch<D, 2, true>(a, st) : launch<D, 2, false>(a, st);
@@ -537,14 +535,14 @@ const Knobs &knobs()
     return k;
 }
 
-int heads_per_block(const oct_attn_prefill_args *a)
+int heads_per_block(const oct_attn_args *a)
 {
     return (a->n_q / a->n_kv) % 2 == 0 && knobs().heads == 2 ? 2 : 1;
 }
 
 } // namespace
 
-bool oct_cuda_attention_prefill_fits(const oct_attn_prefill_args *a)
+bool oct_cuda_attention_prefill_fits(const oct_attn_args *a)
 {
     const uintptr_t al =
         (uintptr_t)a->qkv | (uintptr_t)a->kc | (uintptr_t)a->vc | (uintptr_t)a->out;
@@ -553,7 +551,7 @@ bool oct_cuda_attention_prefill_fits(const oct_attn_prefill_args *a)
            a->max_ctx <= (1 << 30) && a->bs <= (1 << 30) && a->n_tiles <= INT32_MAX;
 }
 
-cudaError_t oct_cuda_attention_prefill_launch(const oct_attn_prefill_args *a, cudaStream_t st)
+cudaError_t oct_cuda_attention_prefill_launch(const oct_attn_args *a, cudaStream_t st)
 {
     const int hg = heads_per_block(a);
     return a->d == 64 ? launch_d<64>(*a, hg, st) : launch_d<128>(*a, hg, st);

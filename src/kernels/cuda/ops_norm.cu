@@ -7,6 +7,8 @@
 // an fma the C reference (ISO C: no contraction) does not have.
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_impl.h"
 
@@ -14,6 +16,15 @@ namespace
 {
 thread_local char g_ops_err[256];
 } // namespace
+
+bool oct_cuda_ops_pdl(void)
+{
+    static const bool on = [] {
+        const char *e = getenv("OCTET_CUDA_OPS_PDL");
+        return !(e && !strcmp(e, "0"));
+    }();
+    return on;
+}
 
 extern "C" const char *oct_cuda_ops_last_error(void)
 {
@@ -249,6 +260,7 @@ __global__ void __launch_bounds__(1024)
                 oct_cuda_act o, float rstatic)
 {
     oct_pdl_launch_dependents(); // the next GEMM may fetch its weights meanwhile
+    oct_pdl_wait();
     const int64_t i = blockIdx.x, r = rows ? (int64_t)rows[i] : i, nch = k / kChunk;
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
     float *xr = x + r * k;
@@ -301,6 +313,7 @@ __global__ void __launch_bounds__(1024)
     silu_mul_vec(const uint16_t *__restrict__ gu, int64_t I, oct_cuda_act o, float rstatic)
 {
     oct_pdl_launch_dependents(); // the next GEMM may fetch its weights meanwhile
+    oct_pdl_wait();
     const int64_t row = blockIdx.x, nch = I / kChunk;
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
     const uint16_t *g = gu + row * 2 * I, *u = g + I;
@@ -409,17 +422,57 @@ __global__ void __launch_bounds__(kRowThreads)
 constexpr int kRopeThreads = 64;
 constexpr int kRopePairs = 4; // pairs per thread: d <= 2 * 64 * 4 = 512
 
-// One block per (row, q or k head): the optional per-head RMSNorm (forward.c's
-// rmsnorm over d), then rotate_half RoPE, all on f32 values in registers.
+// Where rope_kernel also stores the rows' k and v into the paged cache
+// (kc NULL: it does not).  As oct_cuda_kv_store: E4M3 codes of the bf16 value /
+// scale, or the bf16 bits.
+struct KvDst {
+    const int32_t *slot;
+    int64_t bs;
+    int fp8;
+    void *kc, *vc;
+    float k_scale, v_scale;
+};
+
+__device__ __forceinline__ void kv_put(const KvDst &kv, void *cache, int64_t base, int64_t i,
+                                       uint16_t bits, float sc)
+{
+    if (kv.fp8)
+        static_cast<uint8_t *>(cache)[base + i] =
+            (uint8_t)oct_e4m3x2_sat(__fdiv_rn(bf16f(bits), sc), 0.0f); // vLLM: x / scale
+    else
+        static_cast<uint16_t *>(cache)[base + i] = bits;
+}
+
+// The cache index of head h's row for batch row t (-1: a padding row).
+__device__ __forceinline__ int64_t kv_base(const KvDst &kv, int64_t t, int64_t h, int64_t n_kv,
+                                           int64_t d)
+{
+    const int64_t sl = kv.kc ? kv.slot[t] : -1;
+    return sl < 0 ? -1 : ((sl / kv.bs * n_kv + h) * kv.bs + sl % kv.bs) * d;
+}
+
+// One block per (row, q or k head, and with kv.kc, v head): the optional
+// per-head RMSNorm (forward.c's rmsnorm over d), then rotate_half RoPE, all on
+// f32 values in registers; with kv.kc the k head's result and the v head go
+// into the cache too.
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kernel(uint16_t *__restrict__ qkv, int64_t n_q, int64_t n_kv, int64_t d,
                 const int32_t *__restrict__ pos, const float *__restrict__ inv_freq,
-                const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps)
+                const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
+                KvDst kv)
 {
+    oct_pdl_launch_dependents(); // attention may launch meanwhile
+    oct_pdl_wait();
     const int64_t t = blockIdx.x, h = blockIdx.y;
     uint16_t *v = qkv + t * (n_q + 2 * n_kv) * d + h * d;
-    const float *nw = h < n_q ? q_norm : k_norm;
     const int half = (int)(d / 2);
+    if (h >= n_q + n_kv) { // a v head: the copy into the cache
+        const int64_t base = kv_base(kv, t, h - n_q - n_kv, n_kv, d);
+        for (int64_t i = threadIdx.x; base >= 0 && i < d; i += kRopeThreads)
+            kv_put(kv, kv.vc, base, i, v[i], kv.v_scale);
+        return;
+    }
+    const float *nw = h < n_q ? q_norm : k_norm;
     float x1[kRopePairs], x2[kRopePairs];
     double ss = 0.0;
 #pragma unroll
@@ -445,15 +498,23 @@ __global__ void __launch_bounds__(kRopeThreads)
         }
     }
     const float p = (float)pos[t];
+    const int64_t base = h >= n_q ? kv_base(kv, t, h - n_q, n_kv, d) : -1;
 #pragma unroll
     for (int c = 0; c < kRopePairs; c++) {
         const int i = (int)threadIdx.x + kRopeThreads * c;
         if (i < half) {
             const float ang = __fmul_rn(p, inv_freq[i]);
             const float cs = cosf(ang), sn = sinf(ang);
-            v[i] = oct_f32_to_bf16_dev(__fsub_rn(__fmul_rn(x1[c], cs), __fmul_rn(x2[c], sn)));
-            v[i + half] =
+            const uint16_t lo =
+                oct_f32_to_bf16_dev(__fsub_rn(__fmul_rn(x1[c], cs), __fmul_rn(x2[c], sn)));
+            const uint16_t hi =
                 oct_f32_to_bf16_dev(__fadd_rn(__fmul_rn(x2[c], cs), __fmul_rn(x1[c], sn)));
+            v[i] = lo;
+            v[i + half] = hi;
+            if (base >= 0) {
+                kv_put(kv, kv.kc, base, i, lo, kv.k_scale);
+                kv_put(kv, kv.kc, base, i + half, hi, kv.k_scale);
+            }
         }
     }
 }
@@ -518,25 +579,29 @@ extern "C" oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_
     unsigned nt = 0;
     const int cpt = vec_plan(k, &nt);
     if (cpt && aligned(x, 16) && aligned(add, 16) && aligned(w, 16) && act_aligned(*out)) {
+        const bool pdl = oct_cuda_ops_pdl();
+        cudaError_t e;
         switch (cpt) {
         case 1:
-            rmsnorm_vec<1>
-                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            e = oct_launch_pdl(rmsnorm_vec<1>, dim3((unsigned)m), nt, 0, cs, pdl, x, add, add_mult,
+                               w, rows, k, eps, *out, rstatic);
             break;
         case 2:
-            rmsnorm_vec<2>
-                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            e = oct_launch_pdl(rmsnorm_vec<2>, dim3((unsigned)m), nt, 0, cs, pdl, x, add, add_mult,
+                               w, rows, k, eps, *out, rstatic);
             break;
         case 4:
-            rmsnorm_vec<4>
-                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            e = oct_launch_pdl(rmsnorm_vec<4>, dim3((unsigned)m), nt, 0, cs, pdl, x, add, add_mult,
+                               w, rows, k, eps, *out, rstatic);
             break;
         default:
-            rmsnorm_vec<8>
-                <<<(unsigned)m, nt, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out, rstatic);
+            e = oct_launch_pdl(rmsnorm_vec<8>, dim3((unsigned)m), nt, 0, cs, pdl, x, add, add_mult,
+                               w, rows, k, eps, *out, rstatic);
             break;
         }
-        return oct_cuda_ops_launched("rmsnorm");
+        return e == cudaSuccess
+                   ? OCT_OK
+                   : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "rmsnorm: %s", cudaGetErrorString(e));
     }
     rmsnorm_kernel<<<(unsigned)m, kRowThreads, 0, cs>>>(x, add, add_mult, w, rows, k, eps, *out,
                                                         rstatic);
@@ -557,24 +622,28 @@ extern "C" oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I
     unsigned nt = 0;
     const int cpt = vec_plan(I, &nt);
     if (cpt && aligned(gu, 16) && act_aligned(*out)) {
-        switch (cpt) {
-        case 1: silu_mul_vec<1><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
-        case 2: silu_mul_vec<2><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
-        case 4: silu_mul_vec<4><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
-        default: silu_mul_vec<8><<<(unsigned)m, nt, 0, cs>>>(gu, I, *out, rstatic); break;
-        }
-        return oct_cuda_ops_launched("silu_mul");
+        void (*kern)(const uint16_t *, int64_t, oct_cuda_act, float) = cpt == 1   ? silu_mul_vec<1>
+                                                                       : cpt == 2 ? silu_mul_vec<2>
+                                                                       : cpt == 4 ? silu_mul_vec<4>
+                                                                                  : silu_mul_vec<8>;
+        const cudaError_t e = oct_launch_pdl(kern, dim3((unsigned)m), nt, 0, cs, oct_cuda_ops_pdl(),
+                                             gu, I, *out, rstatic);
+        return e == cudaSuccess
+                   ? OCT_OK
+                   : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "silu_mul: %s", cudaGetErrorString(e));
     }
     silu_mul_kernel<<<(unsigned)m, kRowThreads, 0, cs>>>(gu, I, *out, rstatic);
     return oct_cuda_ops_launched("silu_mul");
 }
 
-extern "C" oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
-                                       int64_t d, const int32_t *pos, const float *inv_freq,
-                                       const float *q_norm, const float *k_norm, float eps,
-                                       void *stream)
+namespace
 {
-    if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || m > INT32_MAX || n_q + n_kv > 65535 ||
+
+oct_status rope_launch(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                       const int32_t *pos, const float *inv_freq, const float *q_norm,
+                       const float *k_norm, float eps, const KvDst &kv, void *stream)
+{
+    if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || m > INT32_MAX || n_q + 2 * n_kv > 65535 ||
         (m > 0 && (!qkv || !pos || !inv_freq)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rope_qk: m %lld, n_q %lld, n_kv %lld",
                                  (long long)m, (long long)n_q, (long long)n_kv);
@@ -583,7 +652,38 @@ extern "C" oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, in
                                  (long long)d, 2 * kRopeThreads * kRopePairs);
     if (m == 0)
         return OCT_OK;
-    rope_kernel<<<dim3((unsigned)m, (unsigned)(n_q + n_kv)), kRopeThreads, 0,
-                  oct_cuda_stream(stream)>>>(qkv, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps);
-    return oct_cuda_ops_launched("rope_qk");
+    const int64_t heads = n_q + n_kv + (kv.kc ? n_kv : 0);
+    const cudaError_t e = oct_launch_pdl(
+        rope_kernel, dim3((unsigned)m, (unsigned)heads), kRopeThreads, 0, oct_cuda_stream(stream),
+        oct_cuda_ops_pdl(), qkv, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps, kv);
+    if (e != cudaSuccess)
+        return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "rope_qk: %s", cudaGetErrorString(e));
+    return OCT_OK;
+}
+
+} // namespace
+
+extern "C" oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
+                                       int64_t d, const int32_t *pos, const float *inv_freq,
+                                       const float *q_norm, const float *k_norm, float eps,
+                                       void *stream)
+{
+    const KvDst none = {};
+    return rope_launch(qkv, m, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps, none, stream);
+}
+
+extern "C" oct_status oct_cuda_rope_qk_store(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
+                                             int64_t d, const int32_t *pos, const float *inv_freq,
+                                             const float *q_norm, const float *k_norm, float eps,
+                                             const int32_t *slot, int64_t block_size, int kv_dtype,
+                                             void *k_cache, void *v_cache, float k_scale,
+                                             float v_scale, void *stream)
+{
+    oct_status st =
+        oct_cuda_kv_store_check(m, slot, block_size, kv_dtype, k_cache, v_cache, k_scale, v_scale);
+    if (st != OCT_OK)
+        return st;
+    const KvDst kv = {slot,    block_size, kv_dtype == OCT_CUDA_KV_E4M3, k_cache, v_cache,
+                      k_scale, v_scale};
+    return rope_launch(qkv, m, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps, kv, stream);
 }

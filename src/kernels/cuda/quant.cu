@@ -184,11 +184,7 @@ template <class... P, class... A>
 cudaError_t launch_pdl(void (*kern)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t st,
                        A... args)
 {
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg =
-        oct_cuda_launch_config(1, block, smem, st, oct_cuda_quant_pdl != 0, &attr);
-    cfg.gridDim = grid;
-    return cudaLaunchKernelEx(&cfg, kern, args...);
+    return oct_launch_pdl(kern, grid, block, smem, st, oct_cuda_quant_pdl != 0, args...);
 }
 
 // Launches quant_rows_bf16_bulk<GROUPS> if it applies and the launch is accepted

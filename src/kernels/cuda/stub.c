@@ -33,6 +33,12 @@ oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes)
     return OCT_ERR_UNSUPPORTED;
 }
 
+oct_status oct_cuda_memzero(void *dst, size_t bytes)
+{
+    (void)dst, (void)bytes;
+    return OCT_ERR_UNSUPPORTED;
+}
+
 oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
     (void)dst, (void)src, (void)bytes;
@@ -180,6 +186,18 @@ oct_status oct_cuda_rope_qk(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv,
 {
     (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)pos, (void)inv_freq;
     (void)q_norm, (void)k_norm, (void)eps, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_rope_qk_store(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                                  const int32_t *pos, const float *inv_freq, const float *q_norm,
+                                  const float *k_norm, float eps, const int32_t *slot,
+                                  int64_t block_size, int kv_dtype, void *k_cache, void *v_cache,
+                                  float k_scale, float v_scale, void *stream)
+{
+    (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)pos, (void)inv_freq;
+    (void)q_norm, (void)k_norm, (void)eps, (void)slot, (void)block_size, (void)kv_dtype;
+    (void)k_cache, (void)v_cache, (void)k_scale, (void)v_scale, (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
 
