@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "kernels/linear.h"
 #include "model/model.h"
 #include "quant/quant_impl.h"
 
@@ -216,23 +217,13 @@ static oct_status check_finite_rows(const oct_plan_group *g, const float *x, int
                          (double)x[bad]);
 }
 
-static size_t n_scale_values(const oct_linear_desc *d)
-{
-    switch (d->weight_scale) {
-    case OCT_SCALE_TENSOR: return 1;
-    case OCT_SCALE_ROW: return (size_t)d->n;
-    case OCT_SCALE_BLOCK128: return (size_t)(oct_ceil_div(d->n, 128) * oct_ceil_div(d->k, 128));
-    case OCT_SCALE_MX32: return (size_t)(d->n * (d->k / 32));
-    }
-    return 0;
-}
-
 static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error *err)
 {
     const oct_linear_desc *d = &g->desc;
     size_t nk = (size_t)g->n * (size_t)g->k;
     size_t esize = d->weight_type == OCT_WEIGHT_FP8 ? 1 : d->weight_type == OCT_WEIGHT_BF16 ? 2 : 4;
-    size_t nsc = d->weight_type == OCT_WEIGHT_FP8 ? n_scale_values(d) : 0;
+    size_t nsc =
+        d->weight_type == OCT_WEIGHT_FP8 ? (size_t)oct_scale_count(d->weight_scale, d->n, d->k) : 0;
     void *w = oct_malloc_aligned(nk * esize);
     void *sc = nsc ? oct_malloc(nsc * sizeof(float)) : NULL;
     float *bias = d->has_bias ? oct_malloc((size_t)g->n * sizeof(float)) : NULL;

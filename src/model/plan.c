@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/linear.h"
 #include "model/model.h"
 
 static char *keep(oct_plan *p, const char *s, oct_error *err, oct_status *st)
@@ -31,16 +32,11 @@ static char *keep(oct_plan *p, const char *s, oct_error *err, oct_status *st)
     }
 }
 
+/* E8M0 MX scales are one byte each, the others f32. */
 static uint64_t scale_bytes(const oct_linear_desc *d)
 {
-    int64_t n = d->n, k = d->k;
-    switch (d->weight_scale) {
-    case OCT_SCALE_TENSOR: return 4;
-    case OCT_SCALE_ROW: return 4u * (uint64_t)n;
-    case OCT_SCALE_BLOCK128: return 4u * (uint64_t)(oct_ceil_div(n, 128) * oct_ceil_div(k, 128));
-    case OCT_SCALE_MX32: return (uint64_t)(n * (k / 32));
-    }
-    return 0;
+    uint64_t n = (uint64_t)oct_scale_count(d->weight_scale, d->n, d->k);
+    return d->weight_scale == OCT_SCALE_MX32 ? n : 4u * n;
 }
 
 static uint64_t unit_bytes(const oct_linear_desc *d)
