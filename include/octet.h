@@ -543,8 +543,20 @@ typedef struct oct_model_config {
     bool attention_bias, mlp_bias;
     oct_dtype torch_dtype;                                       /* OCT_DT_BF16 when absent */
     int64_t n_experts, n_experts_per_tok, moe_intermediate_size; /* 0 for dense */
-    int64_t bos_token_id;                                        /* -1 absent */
-    int64_t eos_token_ids[8]; /* config.json's eos_token_id (int or list) */
+    /* Keys of some families; the architecture decides which apply (sliding
+     * window: Mistral and Mixtral whenever set, others with use_sliding_window). */
+    int64_t sliding_window;  /* 0 when absent or null; a given window is positive */
+    bool use_sliding_window; /* Qwen2 / Qwen3 */
+    /* Granite: positive and finite as floats; 1 when absent, except
+     * attention_multiplier: 0 when absent (the model's 1 / sqrt(head_dim)). */
+    double embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
+    bool norm_topk_prob;                     /* Qwen3-MoE: renormalise the top-k weights */
+    int64_t decoder_sparse_step;             /* Qwen3-MoE; 1 when absent */
+    int64_t n_mlp_only_layers;               /* Qwen3-MoE: entries of mlp_only_layers */
+    int64_t shared_expert_intermediate_size; /* Qwen3-MoE shared experts; 0 when absent */
+    int64_t shared_intermediate_size;        /* GraniteMoeShared's; 0 when absent */
+    int64_t bos_token_id;                    /* -1 absent */
+    int64_t eos_token_ids[8];                /* config.json's eos_token_id (int or list) */
     int n_eos;
     int64_t gen_eos_token_ids[8]; /* generation_config.json's eos_token_id (checkpoint open) */
     int n_gen_eos;

@@ -1,6 +1,9 @@
 /* test_config.c — config.json parsing: sizes and defaults, rope settings
  * (rope_scaling and transformers 5 rope_parameters), text_config wrappers,
- * and errors that name the key. */
+ * the keys only some families use (sliding window, Granite multipliers, MoE
+ * routing; read from the published configs in tests/fixtures), and errors
+ * that name the key. */
+#include <stdio.h>
 #include <string.h>
 
 #include "octet.h"
@@ -53,6 +56,101 @@ static void test_defaults_and_wrappers(void)
                    "\"head_dim\":32}}",
                    &c, &err));
     CHECK(c.hidden_size == 32 && c.head_dim == 32);
+}
+
+static void load(const char *path, oct_model_config *c)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    CHECKF(oct_model_config_load(path, c, &err) == OCT_OK, "%s: %s", path, err.message);
+}
+
+static void test_family_keys(void)
+{
+    oct_model_config c;
+    load("tests/fixtures/hf_configs/granite-3.3-8b-instruct/config.json", &c);
+    CHECK(c.embedding_multiplier == 12.0 && c.residual_multiplier == 0.22 &&
+          c.attention_multiplier == 0.0078125 && c.logits_scaling == 16.0);
+    CHECK(c.sliding_window == 0 && !c.use_sliding_window && !c.attention_bias);
+    load("tests/fixtures/models/model_granite/config.json", &c);
+    CHECK(c.embedding_multiplier == 12.0 && c.logits_scaling == 8.0);
+    load("tests/fixtures/hf_configs/mistral-7b-v0.1/config.json", &c);
+    CHECK(c.sliding_window == 4096 && !c.use_sliding_window);
+    load("tests/fixtures/hf_configs/mistral-7b-instruct-v0.3/config.json", &c); /* null */
+    CHECK(c.sliding_window == 0);
+    load("tests/fixtures/hf_configs/qwen2.5-7b-instruct/config.json", &c);
+    CHECK(c.sliding_window == 131072 && !c.use_sliding_window);
+    /* absent: the defaults (a Llama config has none of these keys) */
+    CHECK(c.embedding_multiplier == 1.0 && c.residual_multiplier == 1.0 &&
+          c.attention_multiplier == 0.0 && c.logits_scaling == 1.0);
+    load("tests/fixtures/hf_configs/qwen3-30b-a3b/config.json", &c);
+    CHECK(c.norm_topk_prob && c.decoder_sparse_step == 1 && c.n_mlp_only_layers == 0);
+    CHECK(c.shared_expert_intermediate_size == 0 && c.sliding_window == 0);
+    load("tests/fixtures/models/model_qwen3_moe/config.json", &c);
+    CHECK(!c.norm_topk_prob && c.decoder_sparse_step == 1 && c.n_mlp_only_layers == 0);
+    load("tests/fixtures/hf_configs/llama-3.1-8b-instruct/config.json", &c);
+    CHECK(c.sliding_window == 0 && !c.norm_topk_prob && c.decoder_sparse_step == 1 &&
+          c.embedding_multiplier == 1.0 && c.shared_intermediate_size == 0);
+
+    oct_error err;
+    CHECK_OK(parse("{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                   "\"vocab_size\": 100, \"use_sliding_window\": true, \"sliding_window\": 8, "
+                   "\"mlp_only_layers\": [0, 1], \"decoder_sparse_step\": 2, "
+                   "\"shared_intermediate_size\": 128}",
+                   &c, &err));
+    CHECK(c.use_sliding_window && c.sliding_window == 8 && c.n_mlp_only_layers == 2 &&
+          c.decoder_sparse_step == 2 && c.shared_intermediate_size == 128);
+    /* text_config wins, as for the sizes */
+    CHECK_OK(parse("{\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 2, "
+                   "\"num_attention_heads\": 4, \"vocab_size\": 100, \"logits_scaling\": 4}, "
+                   "\"logits_scaling\": 2}",
+                   &c, &err));
+    CHECK(c.logits_scaling == 4.0);
+}
+
+/* `extra` appended to a valid config gives OCT_ERR_FORMAT with `want` in
+ * the message. */
+static void expect_format_error(const char *extra, const char *want)
+{
+    char js[512];
+    snprintf(js, sizeof js,
+             "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+             "\"vocab_size\": 100, %s}",
+             extra);
+    oct_model_config c;
+    oct_error err;
+    oct_status st = parse(js, &c, &err);
+    CHECKF(st == OCT_ERR_FORMAT && strstr(err.message, want), "%s: status %d '%s', want '%s'",
+           extra, st, st ? err.message : "", want);
+}
+
+static void test_family_key_errors(void)
+{
+    expect_format_error("\"sliding_window\": 0",
+                        "config.json.sliding_window: 0 (a window is positive; null for none)");
+    expect_format_error("\"sliding_window\": -4", "sliding_window: -4");
+    expect_format_error("\"sliding_window\": 8589934593",
+                        "sliding_window: 8589934593 is out of range");
+    expect_format_error("\"sliding_window\": \"4096\"",
+                        "config.json.sliding_window: line 1: expected an integer");
+    expect_format_error("\"use_sliding_window\": 1", "use_sliding_window");
+    expect_format_error(
+        "\"embedding_multiplier\": 0",
+        "config.json.embedding_multiplier: 0 (a multiplier is positive and finite)");
+    expect_format_error("\"residual_multiplier\": -0.5", "residual_multiplier: -0.5");
+    expect_format_error("\"attention_multiplier\": NaN", "attention_multiplier: nan");
+    expect_format_error("\"logits_scaling\": Infinity", "logits_scaling: inf");
+    expect_format_error("\"logits_scaling\": 1e300", "logits_scaling: 1e+300");
+    expect_format_error("\"embedding_multiplier\": \"12\"",
+                        "config.json.embedding_multiplier: line 1: expected a number");
+    expect_format_error("\"norm_topk_prob\": \"yes\"", "norm_topk_prob");
+    expect_format_error("\"decoder_sparse_step\": 1.5", "decoder_sparse_step");
+    expect_format_error("\"mlp_only_layers\": 3",
+                        "mlp_only_layers: line 1: expected a list of layer indices");
+    expect_format_error("\"shared_expert_intermediate_size\": -1",
+                        "shared_expert_intermediate_size: -1 is out of range");
+    expect_format_error("\"shared_intermediate_size\": 2097152",
+                        "shared_intermediate_size: 2097152 is out of range");
 }
 
 static void test_errors(void)
@@ -127,6 +225,8 @@ int main(void)
 {
     RUN(test_llama3);
     RUN(test_defaults_and_wrappers);
+    RUN(test_family_keys);
+    RUN(test_family_key_errors);
     RUN(test_errors);
     return testlib_finish();
 }

@@ -74,9 +74,6 @@ ALWAYS_INLINE __m512i enc_any(__m512i u, oct_fp8_format f, oct_cast_mode m, __m5
     return f == OCT_FP8_E8M0FNU ? enc_e8m0(u) : enc_fp8(u, f, m, clamp);
 }
 
-/* SRC_MUL / SRC_DIV: f32 times / divided by a scale (one IEEE operation). */
-enum { SRC_F32, SRC_BF16, SRC_F16, SRC_MUL, SRC_DIV };
-
 /* Source loaders: 16 elements -> 16 f32 patterns (exact widening).  `k` masks
  * a tail; full vectors use plain loads. */
 ALWAYS_INLINE __m512i load_src(int src, const void *p, size_t i, bool full, __mmask16 k,
@@ -161,55 +158,7 @@ ALWAYS_INLINE void enc_loop(int src, oct_fp8_format f, oct_cast_mode m, const vo
     }
 }
 
-#define ENC_CASES(SRC, m, s, d, n, scale, clamp)                                                   \
-    switch (f) {                                                                                   \
-    case OCT_FP8_E4M3FN: enc_loop(SRC, OCT_FP8_E4M3FN, m, s, d, n, scale, clamp); break;           \
-    case OCT_FP8_E5M2: enc_loop(SRC, OCT_FP8_E5M2, m, s, d, n, scale, clamp); break;               \
-    case OCT_FP8_E4M3FNUZ: enc_loop(SRC, OCT_FP8_E4M3FNUZ, m, s, d, n, scale, clamp); break;       \
-    case OCT_FP8_E5M2FNUZ: enc_loop(SRC, OCT_FP8_E5M2FNUZ, m, s, d, n, scale, clamp); break;       \
-    case OCT_FP8_E8M0FNU: enc_loop(SRC, OCT_FP8_E8M0FNU, m, s, d, n, scale, clamp); break;         \
-    default: break;                                                                                \
-    }
-
-#define ENC_DISPATCH(SRC)                                                                          \
-    do {                                                                                           \
-        uint32_t max_bits = fp8_simd_clamp_bits(f, 0.0f);                                          \
-        if (m == OCT_CAST_SAT) {                                                                   \
-            ENC_CASES(SRC, OCT_CAST_SAT, s, d, n, 1.0f, max_bits)                                  \
-        } else {                                                                                   \
-            ENC_CASES(SRC, OCT_CAST_NONSAT, s, d, n, 1.0f, max_bits)                               \
-        }                                                                                          \
-    } while (0)
-
-static void from_f32(oct_fp8_format f, oct_cast_mode m, const float *s, uint8_t *d, size_t n)
-{
-    ENC_DISPATCH(SRC_F32);
-}
-
-static void from_bf16(oct_fp8_format f, oct_cast_mode m, const uint16_t *s, uint8_t *d, size_t n)
-{
-    ENC_DISPATCH(SRC_BF16);
-}
-
-static void from_f16(oct_fp8_format f, oct_cast_mode m, const uint16_t *s, uint8_t *d, size_t n)
-{
-    ENC_DISPATCH(SRC_F16);
-}
-
-static void from_f32_scaled(oct_fp8_format f, const float *s, uint8_t *d, size_t n, float scale,
-                            bool divide, float qmax)
-{
-    if (f == OCT_FP8_E8M0FNU || scale != scale) { /* e8m0: not an element format */
-        oct_fp8_impl_ref.from_f32_scaled(f, s, d, n, scale, divide, qmax);
-        return;
-    }
-    uint32_t clamp = fp8_simd_clamp_bits(f, qmax);
-    if (divide) {
-        ENC_CASES(SRC_DIV, OCT_CAST_SAT, s, d, n, scale, clamp)
-    } else {
-        ENC_CASES(SRC_MUL, OCT_CAST_SAT, s, d, n, scale, clamp)
-    }
-}
+#include "fp8/fp8_simd_enc.h" /* from_f32, from_bf16, from_f16, from_f32_scaled */
 
 /* Per-segment multipliers (block and MX quantizers): the encode loop is
  * inlined per segment, so a 32-element MX block costs no call. */

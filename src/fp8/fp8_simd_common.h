@@ -34,6 +34,10 @@
 
 #include "octet.h"
 
+/* What an encode loop reads: f32, bf16 or f16 elements; SRC_MUL / SRC_DIV:
+ * f32 times / divided by a scale (one IEEE operation). */
+enum { SRC_F32, SRC_BF16, SRC_F16, SRC_MUL, SRC_DIV };
+
 /* What overflow and NaN produce. */
 enum {
     FP8K_FN = 0,   /* e4m3fn: NaN and overflow both S.1111111 */

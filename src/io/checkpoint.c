@@ -572,7 +572,7 @@ static oct_status collect_kv(build *b, oct_error *err)
     return OCT_OK;
 }
 
-static bool scale_like(const char *name)
+bool io_is_scale_name(const char *name)
 {
     static const char *const sfx[] = {"_scale", "_scale_inv", ".scale", "_zero_point", "_scale_ub"};
     size_t n = strlen(name);
@@ -678,7 +678,7 @@ static oct_status build_all(oct_checkpoint *ck, oct_error *err)
         st = collect_kv(&b, err);
     for (int64_t i = 0; i < n && st == OCT_OK; i++) {
         const oct_tensor *t = oct_tensor_set_at(ck->ts, i);
-        if (!b.used[i] && (scale_like(t->name) || is_fp8_dtype(t->dtype)))
+        if (!b.used[i] && (io_is_scale_name(t->name) || is_fp8_dtype(t->dtype)))
             st = oct_error_set(err, OCT_ERR_FORMAT, (int64_t)t->file_offset,
                                "%s: tensor '%s' (%s) has no known meaning in a %s checkpoint "
                                "(no layer or KV-cache scheme uses it)",

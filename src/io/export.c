@@ -43,20 +43,6 @@ typedef struct ctx {
     int n_ignored;
 } ctx;
 
-static bool is_scale_tensor(const char *name)
-{
-    static const char *const sfx[] = {
-        ".weight_scale",     ".weight_scale_inv", ".input_scale", ".weight_zero_point",
-        ".input_zero_point", ".output_scale",     "_scale",       ".scale"};
-    size_t n = strlen(name);
-    for (size_t i = 0; i < OCT_ARRAY_LEN(sfx); i++) {
-        size_t m = strlen(sfx[i]);
-        if (n >= m && strcmp(name + n - m, sfx[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
 static void progress(ctx *c, const char *name)
 {
     if (c->o->progress)
@@ -343,7 +329,7 @@ static oct_status plan(ctx *c, const io_patterns *ign, item *items, int64_t *n_i
             snprintf(module, sizeof module, "%.*s", (int)(len - 7), t->name);
             l = oct_checkpoint_find_linear(c->src, module);
         }
-        if (!l && is_scale_tensor(t->name) && oct_checkpoint_format(c->src) != OCT_CKPT_BF16) {
+        if (!l && io_is_scale_name(t->name) && oct_checkpoint_format(c->src) != OCT_CKPT_BF16) {
             it->kind = ITEM_SKIP; /* the source's scales do not describe the new codes */
             OCT_WARN("quantize: dropping source scale tensor '%s'", t->name);
             continue;

@@ -44,6 +44,12 @@ void io_patterns_free(io_patterns *p);
 int io_patterns_match(const io_patterns *p, const char *name);
 int io_patterns_count(const io_patterns *p);
 const char *io_patterns_at(const io_patterns *p, int i);
+/* Whether `name` is one quantized checkpoints give scales and zero points:
+ * it ends in _scale, _scale_inv, .scale, _zero_point or _scale_ub
+ * (weight_scale, weight_scale_inv, input_scale, k_scale, input_zero_point,
+ * ...).  Such a tensor that no layer uses is an error at open; export drops
+ * the source's. */
+bool io_is_scale_name(const char *name);
 /* Shell-style fnmatch ('*', '?', '[...]'), as Python's fnmatch.fnmatch on
  * case-sensitive names. */
 bool io_fnmatch(const char *pattern, const char *name);

@@ -1,10 +1,13 @@
-/* model_config.c — config.json: architecture, sizes, rope settings.
+/* model_config.c — config.json: architecture, sizes, rope settings and the
+ * keys only some families use (sliding window, Granite multipliers, MoE
+ * routing).
  *
  * Accepted: a JSON object with the Hugging Face keys below (a nested
  * "text_config" object, as multimodal wrappers have, takes precedence for the
  * model keys).  Required: hidden_size, num_hidden_layers,
  * num_attention_heads, vocab_size.  Defaults follow transformers'
  * LlamaConfig. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +135,51 @@ static oct_status derive_max_len(const json_t *m, const char *L, oct_model_confi
     return OCT_OK;
 }
 
+/* A Granite multiplier: a number that stays positive and finite as a float;
+ * absent (or null) leaves *out. */
+static oct_status parse_multiplier(const json_t *m, const char *key, const char *L, double *out,
+                                   oct_error *err)
+{
+    const json_t *v = json_object_get(m, key);
+    if (!v || json_is_null(v))
+        return OCT_OK;
+    OCT_TRY(io_json_num(m, key, L, false, out, err));
+    if (!(*out >= (double)FLT_MIN && *out <= (double)FLT_MAX))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.%s: %g (a multiplier is positive and finite)", L, key, *out);
+    return OCT_OK;
+}
+
+/* Keys only some families use (model/arch.c decides where they apply):
+ * sliding window, Granite's multipliers, Qwen3-MoE's and GraniteMoe's
+ * routing and shared-expert keys. */
+static oct_status parse_family_keys(const json_t *m, const char *L, oct_model_config *c,
+                                    oct_error *err)
+{
+    OCT_TRY(io_json_int(m, "sliding_window", L, false, &c->sliding_window, err));
+    if (json_is_integer(json_object_get(m, "sliding_window")) && c->sliding_window < 1)
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s.sliding_window: %lld (a window is positive; null for none)", L,
+                             (long long)c->sliding_window);
+    OCT_TRY(io_json_bool(m, "use_sliding_window", L, false, &c->use_sliding_window, err));
+    OCT_TRY(parse_multiplier(m, "embedding_multiplier", L, &c->embedding_multiplier, err));
+    OCT_TRY(parse_multiplier(m, "residual_multiplier", L, &c->residual_multiplier, err));
+    OCT_TRY(parse_multiplier(m, "attention_multiplier", L, &c->attention_multiplier, err));
+    OCT_TRY(parse_multiplier(m, "logits_scaling", L, &c->logits_scaling, err));
+    OCT_TRY(io_json_bool(m, "norm_topk_prob", L, false, &c->norm_topk_prob, err));
+    OCT_TRY(io_json_int(m, "decoder_sparse_step", L, false, &c->decoder_sparse_step, err));
+    const json_t *only = json_object_get(m, "mlp_only_layers");
+    if (json_is_array(only))
+        c->n_mlp_only_layers = (int64_t)json_array_size(only);
+    else if (only && !json_is_null(only))
+        return io_json_type_error(m, "mlp_only_layers", L, "a list of layer indices", err);
+    OCT_TRY(io_json_int(m, "shared_expert_intermediate_size", L, false,
+                        &c->shared_expert_intermediate_size, err));
+    OCT_TRY(
+        io_json_int(m, "shared_intermediate_size", L, false, &c->shared_intermediate_size, err));
+    return OCT_OK;
+}
+
 static oct_status parse_model(const json_t *m, const char *L, oct_model_config *c, oct_error *err)
 {
     const char *s = NULL;
@@ -174,6 +222,7 @@ static oct_status parse_model(const json_t *m, const char *L, oct_model_config *
     OCT_TRY(io_json_int(m, "head_dim", L, false, &c->head_dim, err));
     OCT_TRY(io_json_int(m, "bos_token_id", L, false, &c->bos_token_id, err));
     OCT_TRY(parse_eos(m, L, c->eos_token_ids, &c->n_eos, err));
+    OCT_TRY(parse_family_keys(m, L, c, err));
     OCT_TRY(derive_max_len(m, L, c, err));
     return OCT_OK;
 }
@@ -197,6 +246,10 @@ static oct_status check_sizes(const oct_model_config *c, const char *L, oct_erro
         {"num_experts_per_tok", c->n_experts_per_tok, 0, (int64_t)1 << 16},
         {"moe_intermediate_size", c->moe_intermediate_size, 0, (int64_t)1 << 20},
         {"max_position_embeddings", c->max_position_embeddings, 0, (int64_t)1 << 32},
+        {"sliding_window", c->sliding_window, 0, (int64_t)1 << 32},
+        {"shared_expert_intermediate_size", c->shared_expert_intermediate_size, 0,
+         (int64_t)1 << 20},
+        {"shared_intermediate_size", c->shared_intermediate_size, 0, (int64_t)1 << 20},
     };
     for (size_t i = 0; i < OCT_ARRAY_LEN(f); i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
@@ -242,6 +295,10 @@ oct_status oct_model_config_parse(const char *json, size_t len, const char *labe
     out->rope_theta = 10000.0;
     out->torch_dtype = OCT_DT_BF16;
     out->bos_token_id = -1;
+    out->embedding_multiplier = 1.0;
+    out->residual_multiplier = 1.0;
+    out->logits_scaling = 1.0;
+    out->decoder_sparse_step = 1;
     copy_str(out->rope_type, sizeof out->rope_type, "default");
     copy_str(out->hidden_act, sizeof out->hidden_act, "silu");
     json_t *root = NULL;

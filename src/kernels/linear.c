@@ -58,7 +58,7 @@ static oct_status copy_scales(oct_linear *l, const void *ws, oct_error *err)
         return OCT_OK;
     case OCT_SCALE_ROW: memcpy(l->col_scale, wf, (size_t)n * sizeof(float)); return OCT_OK;
     case OCT_SCALE_BLOCK128: {
-        size_t cnt = (size_t)(oct_ceil_div(n, 128) * l->n_kb);
+        size_t cnt = (size_t)oct_scale_count(d->weight_scale, n, l->k);
         l->kb_scale = oct_malloc(cnt * sizeof(float));
         if (!l->kb_scale)
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory", lname(l));
@@ -66,7 +66,7 @@ static oct_status copy_scales(oct_linear *l, const void *ws, oct_error *err)
         return OCT_OK;
     }
     case OCT_SCALE_MX32: {
-        size_t cnt = (size_t)(n * l->n_kb);
+        size_t cnt = (size_t)oct_scale_count(d->weight_scale, n, l->k);
         const uint8_t *e = ws;
         l->kb_scale = oct_malloc(cnt * sizeof(float));
         if (!l->kb_scale)

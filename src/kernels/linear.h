@@ -12,7 +12,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/core.h"
 #include "octet.h"
+
+/* Weight scales of an [n, k] weight of scale kind `kind` (oct_scaled_mm_f32's
+ * sb): 1, n, ceil(n/128) * ceil(k/128) floats, or n * (k/32) E8M0 bytes. */
+static inline int64_t oct_scale_count(oct_scale_kind kind, int64_t n, int64_t k)
+{
+    switch (kind) {
+    case OCT_SCALE_TENSOR: return 1;
+    case OCT_SCALE_ROW: return n;
+    case OCT_SCALE_BLOCK128: return oct_ceil_div(n, 128) * oct_ceil_div(k, 128);
+    case OCT_SCALE_MX32: return n * (k / 32);
+    }
+    return 0;
+}
 
 /* K-block length in elements of a K-blocked scale kind (0: not K-blocked). */
 static inline int64_t oct_scale_kblock(oct_scale_kind k)

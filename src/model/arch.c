@@ -1,14 +1,13 @@
-/* arch.c — architecture parameters from config.json: the fields io/ parses
- * into oct_model_config plus the per-family extras (Granite multipliers,
- * Mistral sliding window, Qwen3 q/k norm).  A field that would change the
- * maths and that octet does not implement is an error naming it. */
-#include <jansson.h>
+/* arch.c — architecture parameters from the oct_model_config io/ parsed out
+ * of config.json, with what each family makes of them (Granite multipliers,
+ * Mistral sliding window, Qwen2 q/k/v bias, Qwen3 q/k norm).  A field that
+ * would change the maths and that octet does not implement is an error naming
+ * it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/core.h"
-#include "io/json.h"
 #include "model/model.h"
 
 typedef struct family {
@@ -31,43 +30,18 @@ static const family k_families[] = {
     {"GraniteMoeForCausalLM", false, false, true, OCT_MOE_GRANITE, false},
 };
 
-/* A float field with a default; a value of another type is an error. */
-static oct_status num_or(const json_t *o, const char *key, const char *where, float *out,
-                         oct_error *err)
+/* Sliding window and Granite's multipliers, where the family applies them. */
+static void arch_extras(const family *fam, const oct_model_config *cfg, oct_arch *out)
 {
-    double v = (double)*out;
-    oct_status st = io_json_num(o, key, where, false, &v, err);
-    *out = (float)v;
-    return st;
-}
-
-/* Sliding window, Granite's multipliers and attention bias, read from the
- * config object `c` (text_config where there is one). */
-static oct_status arch_extras(const family *fam, const json_t *c, oct_arch *out, oct_error *err)
-{
-    const char *L = "config.json";
-    int64_t sw = INT64_MIN; /* absent or null: none */
-    bool use = false, bias = false;
-    OCT_TRY(io_json_int(c, "sliding_window", L, false, &sw, err));
-    OCT_TRY(io_json_bool(c, "use_sliding_window", L, false, &use, err));
-    if (sw != INT64_MIN && sw <= 0 && (fam->sliding_when_set || use))
-        return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                             "%s.sliding_window: %lld (a window is positive; null for none)", L,
-                             (long long)sw);
-    if (sw > 0 && (fam->sliding_when_set || use))
-        out->sliding_window = sw;
+    if (fam->sliding_when_set || cfg->use_sliding_window)
+        out->sliding_window = cfg->sliding_window;
     if (fam->granite) {
-        OCT_TRY(num_or(c, "embedding_multiplier", L, &out->embedding_multiplier, err));
-        OCT_TRY(num_or(c, "residual_multiplier", L, &out->residual_multiplier, err));
-        OCT_TRY(num_or(c, "attention_multiplier", L, &out->attention_multiplier, err));
-        OCT_TRY(num_or(c, "logits_scaling", L, &out->logits_scaling, err));
+        out->embedding_multiplier = (float)cfg->embedding_multiplier;
+        out->residual_multiplier = (float)cfg->residual_multiplier;
+        if (cfg->attention_multiplier > 0)
+            out->attention_multiplier = (float)cfg->attention_multiplier;
+        out->logits_scaling = (float)cfg->logits_scaling;
     }
-    OCT_TRY(io_json_bool(c, "attention_bias", L, false, &bias, err));
-    if (bias)
-        out->qkv_bias = out->o_bias = true;
-    if (strcmp(fam->arch, "Qwen2ForCausalLM") == 0)
-        out->o_bias = false; /* Qwen2: bias on q, k, v only */
-    return OCT_OK;
 }
 
 /* HF's llama3 RoPE frequency adjustment (transformers _compute_llama3_parameters). */
@@ -90,8 +64,8 @@ static void llama3_scale(float *inv, int64_t n, double factor, double low, doubl
 
 /* MoE sizes and routing rule.  Fields that would change the maths and that
  * octet does not implement are errors naming them. */
-static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_t *c,
-                             oct_moe_kind kind, oct_arch *out, oct_error *err)
+static oct_status moe_params(const char *dir, const oct_model_config *cfg, oct_moe_kind kind,
+                             oct_arch *out, oct_error *err)
 {
     out->moe = kind;
     out->n_experts = cfg->n_experts;
@@ -101,38 +75,29 @@ static oct_status moe_params(const char *dir, const oct_model_config *cfg, json_
     /* Mixtral and GraniteMoe always renormalise (Granite: softmax over the
      * top-k logits, the same numbers); Qwen3-MoE iff norm_topk_prob
      * (transformers' default false). */
-    out->norm_topk = true;
+    out->norm_topk = kind == OCT_MOE_QWEN3 ? cfg->norm_topk_prob : true;
     if (kind == OCT_MOE_QWEN3) {
-        out->norm_topk = false;
-        OCT_TRY(io_json_bool(c, "norm_topk_prob", "config.json", false, &out->norm_topk, err));
-        json_t *step = json_object_get(c, "decoder_sparse_step");
-        if (step && !json_is_null(step) &&
-            !(json_is_integer(step) && json_integer_value(step) == 1))
+        if (cfg->decoder_sparse_step != 1)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s/config.json: decoder_sparse_step other than 1 (dense MLP "
                                  "layers between MoE layers) is not supported",
                                  dir);
-        json_t *only = json_object_get(c, "mlp_only_layers");
-        if (only && !json_is_null(only) && !(json_is_array(only) && json_array_size(only) == 0))
+        if (cfg->n_mlp_only_layers != 0)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s/config.json: mlp_only_layers (dense MLP layers in an MoE "
                                  "model) is not supported; only [] is",
                                  dir);
-        json_t *shared = json_object_get(c, "shared_expert_intermediate_size");
-        if (json_is_integer(shared) && json_integer_value(shared) > 0)
+        if (cfg->shared_expert_intermediate_size > 0)
             return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                                  "%s/config.json: shared_expert_intermediate_size (shared "
                                  "experts) is not supported",
                                  dir);
     }
-    if (kind == OCT_MOE_GRANITE) {
-        json_t *shared = json_object_get(c, "shared_intermediate_size");
-        if (json_is_integer(shared) && json_integer_value(shared) > 0)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                 "%s/config.json: shared_intermediate_size (GraniteMoeShared "
-                                 "shared experts) is not supported",
-                                 dir);
-    }
+    if (kind == OCT_MOE_GRANITE && cfg->shared_intermediate_size > 0)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s/config.json: shared_intermediate_size (GraniteMoeShared "
+                             "shared experts) is not supported",
+                             dir);
     if (out->n_experts <= 0 || out->top_k <= 0 || out->top_k > out->n_experts ||
         out->moe_intermediate <= 0)
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
@@ -177,7 +142,7 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
     out->rms_eps = (float)cfg->rms_norm_eps;
     out->tie_embeddings = cfg->tie_word_embeddings;
     out->qkv_bias = fam->qkv_bias_default || cfg->attention_bias;
-    out->o_bias = cfg->attention_bias && !fam->qkv_bias_default;
+    out->o_bias = cfg->attention_bias && !fam->qkv_bias_default; /* Qwen2: q, k, v only */
     out->mlp_bias = cfg->mlp_bias;
     out->qk_norm = fam->qk_norm;
     out->embedding_multiplier = 1.0f;
@@ -195,20 +160,9 @@ oct_status oct_arch_from_config(const char *dir, const oct_model_config *cfg, oc
                              (long long)out->head_dim, (long long)out->vocab);
     out->attention_multiplier = 1.0f / sqrtf((float)out->head_dim);
 
-    /* Extras not in oct_model_config. */
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_t *root = NULL;
-    oct_status st = io_json_open_file(path, OCT_JSON_MAX_FILE, &root, err);
-    if (st != OCT_OK)
-        return st;
-    json_t *tc = json_object_get(root, "text_config");
-    json_t *c = json_is_object(tc) ? tc : root;
-    st = arch_extras(fam, c, out, err);
-    if (st == OCT_OK && fam->moe != OCT_MOE_NONE)
-        st = moe_params(dir, cfg, c, fam->moe, out, err);
-    io_json_close(root);
-    if (st != OCT_OK)
+    arch_extras(fam, cfg, out);
+    oct_status st = OCT_OK;
+    if (fam->moe != OCT_MOE_NONE && (st = moe_params(dir, cfg, fam->moe, out, err)) != OCT_OK)
         return st;
 
     int64_t half = out->head_dim / 2;

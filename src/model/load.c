@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "kernels/linear.h"
 #include "model/model.h"
 #include "quant/quant_impl.h"
 
@@ -43,7 +44,7 @@ static void drop_pages(const void *p, size_t n)
 
 /* Rows [r0, r0+n) of a unit's (fused) weight as f32, across shards (2-D
  * checkpoint linears or row ranges of 3-D expert tensors). */
-static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, float *dst,
+static oct_status unit_read_f32(const oct_plan_unit *g, int64_t r0, int64_t n, float *dst,
                                 oct_error *err)
 {
     int64_t base = 0;
@@ -70,7 +71,7 @@ static oct_status unit_read_f32(const oct_plan_group *g, int64_t r0, int64_t n, 
  * on the mapped checkpoint and the widening run in parallel (a serial read
  * of an 8B checkpoint from the page cache takes tens of seconds).  The first
  * failing piece's error is returned. */
-static oct_status unit_read_f32_par(const oct_plan_group *g, int64_t r0, int64_t n, float *dst,
+static oct_status unit_read_f32_par(const oct_plan_unit *g, int64_t r0, int64_t n, float *dst,
                                     oct_error *err)
 {
     const int64_t piece = 8;
@@ -91,7 +92,7 @@ static oct_status unit_read_f32_par(const oct_plan_group *g, int64_t r0, int64_t
     return st;
 }
 
-static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void *scales,
+static oct_status quantize_online(const oct_plan_unit *g, uint8_t *codes, void *scales,
                                   float *chunk, oct_error *err)
 {
     int64_t N = g->n, K = g->k;
@@ -143,7 +144,7 @@ static oct_status quantize_online(const oct_plan_group *g, uint8_t *codes, void 
 
 /* The checkpoint's FP8 codes and scales of a unit, shard after shard (fused
  * shards stack exactly: see ckpt_shards_fusable in plan.c). */
-static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *scales,
+static oct_status read_ckpt_fp8(const oct_plan_unit *g, uint8_t *codes, void *scales,
                                 size_t n_scales, oct_error *err)
 {
     const int64_t K = g->k;
@@ -183,8 +184,7 @@ static oct_status read_ckpt_fp8(const oct_plan_group *g, uint8_t *codes, void *s
 /* A unit's FP8 codes must not be NaN (E4M3FN 0x7F / 0xFF): a NaN in a
  * checkpoint, or a NaN or Inf in BF16 weights quantized online (its scale
  * turns its codes NaN).  Checkpoint scales are checked when it opens. */
-static oct_status check_fp8(const oct_plan_group *g, const uint8_t *codes, size_t nk,
-                            oct_error *err)
+static oct_status check_fp8(const oct_plan_unit *g, const uint8_t *codes, size_t nk, oct_error *err)
 {
     int64_t bad = (int64_t)nk; /* the first NaN code */
 #pragma omp parallel for schedule(static) reduction(min : bad) if (nk > (1u << 20))
@@ -200,7 +200,7 @@ static oct_status check_fp8(const oct_plan_group *g, const uint8_t *codes, size_
 }
 
 /* Unquantized weights as loaded (f32 rows): finite. */
-static oct_status check_finite_rows(const oct_plan_group *g, const float *x, int64_t r0, int64_t n,
+static oct_status check_finite_rows(const oct_plan_unit *g, const float *x, int64_t r0, int64_t n,
                                     oct_error *err)
 {
     const int64_t m = n * g->k;
@@ -216,23 +216,13 @@ static oct_status check_finite_rows(const oct_plan_group *g, const float *x, int
                          (double)x[bad]);
 }
 
-static size_t n_scale_values(const oct_linear_desc *d)
-{
-    switch (d->weight_scale) {
-    case OCT_SCALE_TENSOR: return 1;
-    case OCT_SCALE_ROW: return (size_t)d->n;
-    case OCT_SCALE_BLOCK128: return (size_t)(oct_ceil_div(d->n, 128) * oct_ceil_div(d->k, 128));
-    case OCT_SCALE_MX32: return (size_t)(d->n * (d->k / 32));
-    }
-    return 0;
-}
-
-static oct_status load_unit(const oct_plan_group *g, oct_linear **out, oct_error *err)
+static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error *err)
 {
     const oct_linear_desc *d = &g->desc;
     size_t nk = (size_t)g->n * (size_t)g->k;
     size_t esize = d->weight_type == OCT_WEIGHT_FP8 ? 1 : d->weight_type == OCT_WEIGHT_BF16 ? 2 : 4;
-    size_t nsc = d->weight_type == OCT_WEIGHT_FP8 ? n_scale_values(d) : 0;
+    size_t nsc =
+        d->weight_type == OCT_WEIGHT_FP8 ? (size_t)oct_scale_count(d->weight_scale, d->n, d->k) : 0;
     void *w = oct_malloc_aligned(nk * esize);
     void *sc = nsc ? oct_malloc(nsc * sizeof(float)) : NULL;
     float *bias = d->has_bias ? oct_malloc((size_t)g->n * sizeof(float)) : NULL;
@@ -450,8 +440,8 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
                 return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         }
         /* units of this layer, in plan order */
-        for (; gi < p->n_groups && p->groups[gi].layer == l; gi++) {
-            const oct_plan_group *g = &p->groups[gi];
+        for (; gi < p->n_units && p->units[gi].layer == l; gi++) {
+            const oct_plan_unit *g = &p->units[gi];
             oct_linear *lin = NULL;
             if (opts && opts->progress)
                 opts->progress(done, total, g->name, opts->progress_user);

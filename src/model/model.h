@@ -72,8 +72,8 @@ oct_status oct_qspec_resolve(const char *quantization, const char *config_json, 
 void oct_qspec_free(oct_qspec *q);
 const char *oct_online_scheme_str(oct_online_scheme s);
 
-/* A fused group of linears run as one GEMM (qkv_proj, gate_up_proj) or a
- * single linear. */
+/* A unit: linears fused into one GEMM (qkv_proj, gate_up_proj; each of its
+ * linears is a shard) or a single linear.  oct_plan_layer.group names it. */
 #define OCT_MAX_SHARDS 3
 
 /* What a unit is in its decoder layer. */
@@ -87,7 +87,7 @@ typedef enum {
     OCT_U_EXP_DOWN
 } oct_unit_role;
 
-typedef struct oct_plan_group {
+typedef struct oct_plan_unit {
     char name[192]; /* "model.layers.0.self_attn.qkv_proj" */
     int n_shards;
     int64_t plan_index[OCT_MAX_SHARDS]; /* into plan->layers */
@@ -110,7 +110,7 @@ typedef struct oct_plan_group {
     bool from_checkpoint_fp8; /* weights are the checkpoint's FP8 codes */
     const oct_linear_kernel *kernel;
     uint64_t bytes;
-} oct_plan_group;
+} oct_plan_unit;
 
 struct oct_plan {
     oct_checkpoint *ckpt; /* owned */
@@ -120,9 +120,9 @@ struct oct_plan {
     oct_plan_layer *layers; /* [n_layers] */
     char **layer_names;     /* owned strings behind layers[].name / group / scheme */
     int64_t n_layers;
-    oct_plan_group *groups; /* [n_groups] */
-    int64_t n_groups;
-    uint64_t model_bytes, bf16_bytes, peak_bytes, largest_group_bf16;
+    oct_plan_unit *units; /* [n_units] */
+    int64_t n_units;
+    uint64_t model_bytes, bf16_bytes, peak_bytes, largest_unit_bf16;
     int64_t n_quantized;
     char summary[512];
 };

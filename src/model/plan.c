@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "kernels/linear.h"
 #include "model/model.h"
 
 static char *keep(oct_plan *p, const char *s, oct_error *err, oct_status *st)
@@ -31,16 +32,11 @@ static char *keep(oct_plan *p, const char *s, oct_error *err, oct_status *st)
     }
 }
 
+/* E8M0 MX scales are one byte each, the others f32. */
 static uint64_t scale_bytes(const oct_linear_desc *d)
 {
-    int64_t n = d->n, k = d->k;
-    switch (d->weight_scale) {
-    case OCT_SCALE_TENSOR: return 4;
-    case OCT_SCALE_ROW: return 4u * (uint64_t)n;
-    case OCT_SCALE_BLOCK128: return 4u * (uint64_t)(oct_ceil_div(n, 128) * oct_ceil_div(k, 128));
-    case OCT_SCALE_MX32: return (uint64_t)(n * (k / 32));
-    }
-    return 0;
+    uint64_t n = (uint64_t)oct_scale_count(d->weight_scale, d->n, d->k);
+    return d->weight_scale == OCT_SCALE_MX32 ? n : 4u * n;
 }
 
 static uint64_t unit_bytes(const oct_linear_desc *d)
@@ -256,7 +252,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
     bool split = ckpt_fp8 && !ckpt_shards_fusable(sh, n_sh);
     int n_units = split ? n_sh : 1;
     for (int u = 0; u < n_units; u++) {
-        oct_plan_group *g = &p->groups[p->n_groups];
+        oct_plan_unit *g = &p->units[p->n_units];
         int s0 = split ? u : 0, s1 = split ? u + 1 : n_sh;
         snprintf(g->name, sizeof g->name, "%s", split || n_sh == 1 ? sh[s0].name : fused);
         g->n_shards = s1 - s0;
@@ -303,8 +299,8 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             return st;
         g->bytes = unit_bytes(d);
         uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
-        if (bf16 > p->largest_group_bf16)
-            p->largest_group_bf16 = bf16;
+        if (bf16 > p->largest_unit_bf16)
+            p->largest_unit_bf16 = bf16;
         for (int s = s0; s < s1; s++) {
             oct_plan_layer *pl = &p->layers[p->n_layers];
             g->plan_index[s - s0] = p->n_layers;
@@ -330,7 +326,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         }
         p->model_bytes += g->bytes;
         p->bf16_bytes += bf16;
-        p->n_groups++;
+        p->n_units++;
     }
     return OCT_OK;
 }
@@ -594,11 +590,11 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                              "%s: %lld layers of %lld linear layers each is more than octet "
                              "plans for",
                              dir, (long long)L, (long long)per_layer);
-    int64_t max_layers = (int64_t)entries, max_groups = (int64_t)entries;
+    int64_t max_layers = (int64_t)entries, max_units = (int64_t)entries;
     p->layers = oct_calloc((size_t)max_layers, sizeof *p->layers);
-    p->groups = oct_calloc((size_t)max_groups, sizeof *p->groups);
+    p->units = oct_calloc((size_t)max_units, sizeof *p->units);
     p->layer_names = oct_calloc((size_t)(max_layers * 3 + 8), sizeof(char *));
-    if (!p->layers || !p->groups || !p->layer_names || !p->dtype)
+    if (!p->layers || !p->units || !p->layer_names || !p->dtype)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
 
     plan_ctx c = {p, dir, online, plain, NULL, NULL};
@@ -626,7 +622,7 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
     /* Peak while loading: everything loaded so far, the embedding table read
      * through the mmap for lm_head, plus one unit's BF16 pages and its FP8
      * codes before they are repacked. */
-    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_group_bf16 * 3 / 2) + (16u << 20);
+    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) + (16u << 20);
     for (int i = 0; i < p->qspec.n_ignore; i++)
         if (!c.ignore_used[i])
             OCT_WARN("ignore entry '%s' matched no layer (names look like "
@@ -713,7 +709,7 @@ void oct_plan_free(oct_plan *p)
             oct_free(p->layer_names[i]);
     oct_free(p->layer_names);
     oct_free(p->layers);
-    oct_free(p->groups);
+    oct_free(p->units);
     oct_free(p->dtype);
     oct_qspec_free(&p->qspec);
     oct_arch_free(&p->arch);

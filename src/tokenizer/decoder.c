@@ -43,6 +43,11 @@ static oct_status one_char(const json_t *j, const char *key, const char *dflt, c
     return OCT_OK;
 }
 
+static oct_status dec_slot(const json_t *elem, void *slot, const char *path, oct_error *err)
+{
+    return tok_dec_parse(elem, slot, path, err);
+}
+
 oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_error *err)
 {
     *out = NULL;
@@ -56,27 +61,13 @@ oct_status tok_dec_parse(const json_t *j, tok_dec **out, const char *path, oct_e
     if (!d)
         return nomem(err);
     if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "decoders", NULL};
+        void *kids;
         d->kind = TOK_DEC_SEQUENCE;
-        const json_t *arr = json_object_get(j, "decoders");
-        if ((st = tok_json_known_keys(j, keys, path, err)))
+        st = tok_json_sequence(j, "decoders", path, dec_slot, sizeof *d->children, &kids,
+                               &d->n_children, err);
+        d->children = kids;
+        if (st)
             goto fail;
-        if (!json_is_array(arr)) {
-            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.decoders: expected an array", path);
-            goto fail;
-        }
-        d->children = oct_calloc(json_array_size(arr) + 1, sizeof *d->children);
-        if (!d->children) {
-            st = nomem(err);
-            goto fail;
-        }
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            if ((st = tok_dec_parse(json_array_get(arr, i), &d->children[i], sub, err)))
-                goto fail;
-            d->n_children++;
-        }
     } else if (strcmp(type, "ByteLevel") == 0) {
         static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
                                            NULL};

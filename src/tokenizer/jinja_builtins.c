@@ -306,11 +306,24 @@ bool jev_run_test(ev *e, const jnode *n, const char *name, const jv *v, const ar
 
 /* ---------------------------------------------------------------- filters */
 
-static jv filter_select(ev *e, const jnode *n, const char *name, const jv *v, const args *a)
+/* One filter application, `v | name(a)` at node n: what every filter gets. */
+typedef struct fcall {
+    ev *e;
+    const jnode *n;
+    const char *name; /* as written: "d" for default, "e" for escape, ... */
+    const jv *v;
+    const args *a;
+} fcall;
+
+static jv filter_select(const fcall *c)
 {
+    ev *e = c->e;
+    const jnode *n = c->n;
+    const char *name = c->name;
+    const args *a = c->a;
     bool by_attr = strstr(name, "attr") != NULL;
     bool reject = name[0] == 'r';
-    jlist *l = jev_as_list(e, n, v);
+    jlist *l = jev_as_list(e, n, c->v);
     jv out = jv_list_new(e->a);
     if (!l || out.t != JV_LIST)
         return e->failed ? jv_undef() : jev_nomem(e);
@@ -379,8 +392,12 @@ static bool tojson_separators(const jv *sep, jv_json_fmt *f)
 
 /* transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None,
  * separators=None, sort_keys=False) with those four arguments. */
-static jv filter_tojson(ev *e, const jnode *n, const jv *v, const args *a)
+static jv filter_tojson(const fcall *c)
 {
+    ev *e = c->e;
+    const jnode *n = c->n;
+    const jv *v = c->v;
+    const args *a = c->a;
     char spaces[64];
     jv_json_fmt f = {.ensure_ascii = false};
     const jv *ea = arg(a, 1, "ensure_ascii"), *sk = arg(a, 3, "sort_keys");
@@ -405,360 +422,446 @@ static jv filter_tojson(ev *e, const jnode *n, const jv *v, const args *a)
     return jev_buf_str(e, &b);
 }
 
+static jv filter_trim(const fcall *c)
+{
+    jv s = jev_to_str(c->e, c->v);
+    return s.t == JV_STR ? strip(c->e, s.u.s, arg(c->a, 0, "chars"), true, true) : s;
+}
+
+/* length, count */
+static jv filter_length(const fcall *c)
+{
+    const jv *v = c->v;
+    if (v->t == JV_STR)
+        return jv_int((int64_t)cp_len(v->u.s));
+    if (v->t == JV_LIST)
+        return jv_int((int64_t)v->u.l->n);
+    if (v->t == JV_DICT)
+        return jv_int((int64_t)v->u.d->n);
+    if (v->t == JV_UNDEF)
+        return jv_int(0);
+    return jev_fail(c->e, c->n, "object of type '%s' has no len()", jv_type_name(v->t));
+}
+
+/* upper, lower, capitalize, title */
+static jv filter_case(const fcall *c)
+{
+    const char *name = c->name;
+    jv s = jev_to_str(c->e, c->v);
+    int mode = name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : name[0] == 'c' ? 2 : 3;
+    return s.t == JV_STR ? change_case(c->e, s.u.s, mode) : s;
+}
+
+/* default, d */
+static jv filter_default(const fcall *c)
+{
+    const jv *dflt = arg(c->a, 0, "default_value");
+    const jv *boolean = arg(c->a, 1, "boolean");
+    bool use = c->v->t == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(c->v));
+    if (use)
+        return dflt ? *dflt : jev_str_of(c->e, "", 0);
+    return *c->v;
+}
+
+/* first, last */
+static jv filter_first_last(const fcall *c)
+{
+    jlist *l = jev_as_list(c->e, c->n, c->v);
+    if (!l)
+        return jv_undef();
+    if (!l->n)
+        return jv_undef();
+    return c->name[0] == 'f' ? l->v[0] : l->v[l->n - 1];
+}
+
+static jv filter_join(const fcall *c)
+{
+    ev *e = c->e;
+    jlist *l = jev_as_list(e, c->n, c->v);
+    const jv *sep = arg(c->a, 0, "d");
+    const jv *attr = arg(c->a, 1, "attribute");
+    if (!l)
+        return jv_undef();
+    tok_buf b = {0};
+    bool ok = tok_buf_append(&b, "", 0);
+    for (size_t i = 0; i < l->n && ok; i++) {
+        if (i && sep && sep->t == JV_STR)
+            ok = tok_buf_append(&b, sep->u.s->data, sep->u.s->len);
+        jv item = l->v[i];
+        if (attr && attr->t == JV_STR)
+            item = jev_get_attr(e, c->n, &item, attr->u.s->data, attr->u.s->len);
+        ok = ok && jv_to_str(&item, &b);
+    }
+    if (!ok) {
+        tok_buf_free(&b);
+        return jev_value_fail(e, c->n, c->v);
+    }
+    return jev_buf_str(e, &b);
+}
+
+static jv filter_list(const fcall *c)
+{
+    jlist *l = jev_as_list(c->e, c->n, c->v);
+    if (!l)
+        return jv_undef();
+    jv out = jv_list_new(c->e->a);
+    for (size_t i = 0; out.t == JV_LIST && i < l->n; i++)
+        if (!jv_list_push(c->e->a, out.u.l, l->v[i]))
+            return jev_nomem(c->e);
+    return out.t == JV_LIST ? out : jev_nomem(c->e);
+}
+
+static jv filter_string(const fcall *c)
+{
+    return jev_to_str(c->e, c->v);
+}
+
+/* safe (the value as it is), e, escape (HTML) */
+static jv filter_escape(const fcall *c)
+{
+    if (c->name[0] == 's')
+        return *c->v;
+    jv s = jev_to_str(c->e, c->v);
+    if (s.t != JV_STR)
+        return s;
+    tok_buf b = {0};
+    bool ok = tok_buf_append(&b, "", 0);
+    for (size_t i = 0; i < s.u.s->len && ok; i++) {
+        char ch = s.u.s->data[i];
+        const char *r = ch == '&'    ? "&amp;"
+                        : ch == '<'  ? "&lt;"
+                        : ch == '>'  ? "&gt;"
+                        : ch == '"'  ? "&#34;"
+                        : ch == '\'' ? "&#39;"
+                                     : NULL;
+        ok = r ? tok_buf_append(&b, r, strlen(r)) : tok_buf_putc(&b, ch);
+    }
+    if (!ok) {
+        tok_buf_free(&b);
+        return jev_nomem(c->e);
+    }
+    return jev_buf_str(c->e, &b);
+}
+
+static jv filter_int(const fcall *c)
+{
+    const jv *v = c->v;
+    if (v->t == JV_STR) {
+        char *end;
+        long long x = strtoll(v->u.s->data, &end, 10);
+        return jv_int(end != v->u.s->data ? (int64_t)x : 0);
+    }
+    return jev_is_num(v) ? jv_int(jev_ival(v)) : jv_int(0);
+}
+
+static jv filter_float(const fcall *c)
+{
+    const jv *v = c->v;
+    if (v->t == JV_STR)
+        return jv_float(strtod(v->u.s->data, NULL));
+    return jev_is_num(v) ? jv_float(jev_num(v)) : jv_float(0.0);
+}
+
+static jv filter_abs(const fcall *c)
+{
+    const jv *v = c->v;
+    if (v->t == JV_INT)
+        return jv_int(v->u.i < 0 ? -v->u.i : v->u.i);
+    if (v->t == JV_FLOAT)
+        return jv_float(fabs(v->u.f));
+    return jev_fail(c->e, c->n, "abs of a non-number");
+}
+
+static jv filter_round(const fcall *c)
+{
+    const jv *prec = arg(c->a, 0, "precision");
+    double p = prec && jev_is_num(prec) ? jev_num(prec) : 0.0;
+    double s = pow(10.0, p);
+    return jv_float(round(jev_num(c->v) * s) / s);
+}
+
+static jv filter_replace(const fcall *c)
+{
+    const args *a = c->a;
+    jv s = jev_to_str(c->e, c->v);
+    const jv *o = arg(a, 0, "old"), *w = arg(a, 1, "new"), *cnt = arg(a, 2, "count");
+    if (!o || !w)
+        return jev_fail(c->e, c->n, "replace needs two arguments");
+    return s.t == JV_STR
+               ? replace(c->e, c->n, s.u.s, o, w, cnt && jev_is_num(cnt) ? jev_ival(cnt) : -1)
+               : s;
+}
+
+static jv filter_items(const fcall *c)
+{
+    ev *e = c->e;
+    const jv *v = c->v;
+    if (v->t == JV_UNDEF)
+        return jv_list_new(e->a);
+    if (v->t != JV_DICT)
+        return jev_fail(e, c->n, "items filter needs a mapping");
+    jv out = jv_list_new(e->a);
+    for (size_t i = 0; out.t == JV_LIST && i < v->u.d->n; i++) {
+        jv pair = jv_list_new(e->a);
+        jv k = {JV_STR, {.s = v->u.d->keys[i]}};
+        if (pair.t == JV_LIST)
+            pair.u.l->is_tuple = true;
+        if (pair.t != JV_LIST || !jv_list_push(e->a, pair.u.l, k) ||
+            !jv_list_push(e->a, pair.u.l, v->u.d->vals[i]) || !jv_list_push(e->a, out.u.l, pair))
+            return jev_nomem(e);
+    }
+    return out.t == JV_LIST ? out : jev_nomem(e);
+}
+
+static jv filter_map(const fcall *c)
+{
+    ev *e = c->e;
+    const jnode *n = c->n;
+    const args *a = c->a;
+    jlist *l = jev_as_list(e, n, c->v);
+    const jv *attr = kwarg(a, "attribute");
+    const jv *fname = arg(a, 0, NULL);
+    if (!l)
+        return jv_undef();
+    jv out = jv_list_new(e->a);
+    if (out.t != JV_LIST)
+        return jev_nomem(e);
+    args fargs = {0};
+    for (size_t k = 1; k < a->n_pos && fargs.n_pos < 8; k++)
+        fargs.pos[fargs.n_pos++] = a->pos[k];
+    for (size_t i = 0; i < l->n; i++) {
+        jv r;
+        if (attr && attr->t == JV_STR) {
+            r = jev_get_attr(e, n, &l->v[i], attr->u.s->data, attr->u.s->len);
+            const jv *d = kwarg(a, "default");
+            if (r.t == JV_UNDEF && d)
+                r = *d;
+        } else if (fname && fname->t == JV_STR) {
+            r = jev_apply_filter(e, n, fname->u.s->data, &l->v[i], &fargs);
+        } else {
+            return jev_fail(e, n, "map needs a filter name or attribute=");
+        }
+        if (e->failed || !jv_list_push(e->a, out.u.l, r))
+            return e->failed ? jv_undef() : jev_nomem(e);
+    }
+    return out;
+}
+
+static jv filter_reverse(const fcall *c)
+{
+    ev *e = c->e;
+    if (c->v->t == JV_STR) {
+        jv none = jv_none(), m1 = jv_int(-1);
+        return jev_slice(e, c->n, c->v, &none, &none, &m1);
+    }
+    jlist *l = jev_as_list(e, c->n, c->v);
+    if (!l)
+        return jv_undef();
+    jv out = jv_list_new(e->a);
+    for (size_t i = l->n; out.t == JV_LIST && i-- > 0;)
+        if (!jv_list_push(e->a, out.u.l, l->v[i]))
+            return jev_nomem(e);
+    return out.t == JV_LIST ? out : jev_nomem(e);
+}
+
+static jv filter_unique(const fcall *c)
+{
+    ev *e = c->e;
+    jlist *l = jev_as_list(e, c->n, c->v);
+    if (!l)
+        return jv_undef();
+    jv out = jv_list_new(e->a);
+    for (size_t i = 0; out.t == JV_LIST && i < l->n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < out.u.l->n && !seen; k++)
+            seen = jv_equal(&out.u.l->v[k], &l->v[i]);
+        if (!seen && !jv_list_push(e->a, out.u.l, l->v[i]))
+            return jev_nomem(e);
+    }
+    return out.t == JV_LIST ? out : jev_nomem(e);
+}
+
+static jv filter_indent(const fcall *c)
+{
+    const args *a = c->a;
+    jv s = jev_to_str(c->e, c->v);
+    const jv *w = arg(a, 0, "width"), *first = arg(a, 1, "first"), *blank = arg(a, 2, "blank");
+    if (s.t != JV_STR)
+        return s;
+    tok_buf pad = {0}, b = {0};
+    bool ok = tok_buf_append(&pad, "", 0) && tok_buf_append(&b, "", 0);
+    if (w && w->t == JV_STR)
+        ok = ok && tok_buf_append(&pad, w->u.s->data, w->u.s->len);
+    else
+        for (int64_t k = 0; k < (w && jev_is_num(w) ? jev_ival(w) : 4) && k < 256 && ok; k++)
+            ok = tok_buf_putc(&pad, ' ');
+    const char *p = s.u.s->data, *end = p + s.u.s->len;
+    bool first_line = true;
+    while (ok && p <= end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        bool empty = le == p;
+        if ((!first_line || (first && jv_truthy(first))) && (!empty || (blank && jv_truthy(blank))))
+            ok = tok_buf_append(&b, pad.data, pad.len);
+        ok = ok && tok_buf_append(&b, p, (size_t)(le - p));
+        if (!nl)
+            break;
+        ok = ok && tok_buf_putc(&b, '\n');
+        p = nl + 1;
+        first_line = false;
+    }
+    tok_buf_free(&pad);
+    if (!ok) {
+        tok_buf_free(&b);
+        return jev_nomem(c->e);
+    }
+    return jev_buf_str(c->e, &b);
+}
+
+static const struct {
+    const char *name;
+    jv (*fn)(const fcall *c);
+} k_filters[] = {
+    {"trim", filter_trim},         {"length", filter_length},     {"count", filter_length},
+    {"tojson", filter_tojson},     {"upper", filter_case},        {"lower", filter_case},
+    {"capitalize", filter_case},   {"title", filter_case},        {"default", filter_default},
+    {"d", filter_default},         {"first", filter_first_last},  {"last", filter_first_last},
+    {"join", filter_join},         {"list", filter_list},         {"string", filter_string},
+    {"safe", filter_escape},       {"e", filter_escape},          {"escape", filter_escape},
+    {"int", filter_int},           {"float", filter_float},       {"abs", filter_abs},
+    {"round", filter_round},       {"replace", filter_replace},   {"items", filter_items},
+    {"selectattr", filter_select}, {"rejectattr", filter_select}, {"select", filter_select},
+    {"reject", filter_select},     {"map", filter_map},           {"reverse", filter_reverse},
+    {"unique", filter_unique},     {"indent", filter_indent},
+};
+
 jv jev_apply_filter(ev *e, const jnode *n, const char *name, const jv *v, const args *a)
 {
-    if (!strcmp(name, "trim")) {
-        jv s = jev_to_str(e, v);
-        return s.t == JV_STR ? strip(e, s.u.s, arg(a, 0, "chars"), true, true) : s;
-    }
-    if (!strcmp(name, "length") || !strcmp(name, "count")) {
-        if (v->t == JV_STR)
-            return jv_int((int64_t)cp_len(v->u.s));
-        if (v->t == JV_LIST)
-            return jv_int((int64_t)v->u.l->n);
-        if (v->t == JV_DICT)
-            return jv_int((int64_t)v->u.d->n);
-        if (v->t == JV_UNDEF)
-            return jv_int(0);
-        return jev_fail(e, n, "object of type '%s' has no len()", jv_type_name(v->t));
-    }
-    if (!strcmp(name, "tojson"))
-        return filter_tojson(e, n, v, a);
-    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
-        !strcmp(name, "title")) {
-        jv s = jev_to_str(e, v);
-        int mode = name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : name[0] == 'c' ? 2 : 3;
-        return s.t == JV_STR ? change_case(e, s.u.s, mode) : s;
-    }
-    if (!strcmp(name, "default") || !strcmp(name, "d")) {
-        const jv *dflt = arg(a, 0, "default_value");
-        const jv *boolean = arg(a, 1, "boolean");
-        bool use = v->t == JV_UNDEF || (boolean && jv_truthy(boolean) && !jv_truthy(v));
-        if (use)
-            return dflt ? *dflt : jev_str_of(e, "", 0);
-        return *v;
-    }
-    if (!strcmp(name, "first") || !strcmp(name, "last")) {
-        jlist *l = jev_as_list(e, n, v);
-        if (!l)
-            return jv_undef();
-        if (!l->n)
-            return jv_undef();
-        return name[0] == 'f' ? l->v[0] : l->v[l->n - 1];
-    }
-    if (!strcmp(name, "join")) {
-        jlist *l = jev_as_list(e, n, v);
-        const jv *sep = arg(a, 0, "d");
-        const jv *attr = arg(a, 1, "attribute");
-        if (!l)
-            return jv_undef();
-        tok_buf b = {0};
-        bool ok = tok_buf_append(&b, "", 0);
-        for (size_t i = 0; i < l->n && ok; i++) {
-            if (i && sep && sep->t == JV_STR)
-                ok = tok_buf_append(&b, sep->u.s->data, sep->u.s->len);
-            jv item = l->v[i];
-            if (attr && attr->t == JV_STR)
-                item = jev_get_attr(e, n, &item, attr->u.s->data, attr->u.s->len);
-            ok = ok && jv_to_str(&item, &b);
-        }
-        if (!ok) {
-            tok_buf_free(&b);
-            return jev_value_fail(e, n, v);
-        }
-        return jev_buf_str(e, &b);
-    }
-    if (!strcmp(name, "list")) {
-        jlist *l = jev_as_list(e, n, v);
-        if (!l)
-            return jv_undef();
-        jv out = jv_list_new(e->a);
-        for (size_t i = 0; out.t == JV_LIST && i < l->n; i++)
-            if (!jv_list_push(e->a, out.u.l, l->v[i]))
-                return jev_nomem(e);
-        return out.t == JV_LIST ? out : jev_nomem(e);
-    }
-    if (!strcmp(name, "string"))
-        return jev_to_str(e, v);
-    if (!strcmp(name, "safe") || !strcmp(name, "e") || !strcmp(name, "escape")) {
-        if (name[0] == 's')
-            return *v;
-        jv s = jev_to_str(e, v);
-        if (s.t != JV_STR)
-            return s;
-        tok_buf b = {0};
-        bool ok = tok_buf_append(&b, "", 0);
-        for (size_t i = 0; i < s.u.s->len && ok; i++) {
-            char c = s.u.s->data[i];
-            const char *r = c == '&'    ? "&amp;"
-                            : c == '<'  ? "&lt;"
-                            : c == '>'  ? "&gt;"
-                            : c == '"'  ? "&#34;"
-                            : c == '\'' ? "&#39;"
-                                        : NULL;
-            ok = r ? tok_buf_append(&b, r, strlen(r)) : tok_buf_putc(&b, c);
-        }
-        if (!ok) {
-            tok_buf_free(&b);
-            return jev_nomem(e);
-        }
-        return jev_buf_str(e, &b);
-    }
-    if (!strcmp(name, "int")) {
-        if (v->t == JV_STR) {
-            char *end;
-            long long x = strtoll(v->u.s->data, &end, 10);
-            return jv_int(end != v->u.s->data ? (int64_t)x : 0);
-        }
-        return jev_is_num(v) ? jv_int(jev_ival(v)) : jv_int(0);
-    }
-    if (!strcmp(name, "float")) {
-        if (v->t == JV_STR)
-            return jv_float(strtod(v->u.s->data, NULL));
-        return jev_is_num(v) ? jv_float(jev_num(v)) : jv_float(0.0);
-    }
-    if (!strcmp(name, "abs")) {
-        if (v->t == JV_INT)
-            return jv_int(v->u.i < 0 ? -v->u.i : v->u.i);
-        if (v->t == JV_FLOAT)
-            return jv_float(fabs(v->u.f));
-        return jev_fail(e, n, "abs of a non-number");
-    }
-    if (!strcmp(name, "round")) {
-        const jv *prec = arg(a, 0, "precision");
-        double p = prec && jev_is_num(prec) ? jev_num(prec) : 0.0;
-        double s = pow(10.0, p);
-        return jv_float(round(jev_num(v) * s) / s);
-    }
-    if (!strcmp(name, "replace")) {
-        jv s = jev_to_str(e, v);
-        const jv *o = arg(a, 0, "old"), *w = arg(a, 1, "new"), *c = arg(a, 2, "count");
-        if (!o || !w)
-            return jev_fail(e, n, "replace needs two arguments");
-        return s.t == JV_STR ? replace(e, n, s.u.s, o, w, c && jev_is_num(c) ? jev_ival(c) : -1)
-                             : s;
-    }
-    if (!strcmp(name, "items")) {
-        if (v->t == JV_UNDEF)
-            return jv_list_new(e->a);
-        if (v->t != JV_DICT)
-            return jev_fail(e, n, "items filter needs a mapping");
-        jv out = jv_list_new(e->a);
-        for (size_t i = 0; out.t == JV_LIST && i < v->u.d->n; i++) {
-            jv pair = jv_list_new(e->a);
-            jv k = {JV_STR, {.s = v->u.d->keys[i]}};
-            if (pair.t == JV_LIST)
-                pair.u.l->is_tuple = true;
-            if (pair.t != JV_LIST || !jv_list_push(e->a, pair.u.l, k) ||
-                !jv_list_push(e->a, pair.u.l, v->u.d->vals[i]) ||
-                !jv_list_push(e->a, out.u.l, pair))
-                return jev_nomem(e);
-        }
-        return out.t == JV_LIST ? out : jev_nomem(e);
-    }
-    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr") || !strcmp(name, "select") ||
-        !strcmp(name, "reject"))
-        return filter_select(e, n, name, v, a);
-    if (!strcmp(name, "map")) {
-        jlist *l = jev_as_list(e, n, v);
-        const jv *attr = kwarg(a, "attribute");
-        const jv *fname = arg(a, 0, NULL);
-        if (!l)
-            return jv_undef();
-        jv out = jv_list_new(e->a);
-        if (out.t != JV_LIST)
-            return jev_nomem(e);
-        args fargs = {0};
-        for (size_t k = 1; k < a->n_pos && fargs.n_pos < 8; k++)
-            fargs.pos[fargs.n_pos++] = a->pos[k];
-        for (size_t i = 0; i < l->n; i++) {
-            jv r;
-            if (attr && attr->t == JV_STR) {
-                r = jev_get_attr(e, n, &l->v[i], attr->u.s->data, attr->u.s->len);
-                const jv *d = kwarg(a, "default");
-                if (r.t == JV_UNDEF && d)
-                    r = *d;
-            } else if (fname && fname->t == JV_STR) {
-                r = jev_apply_filter(e, n, fname->u.s->data, &l->v[i], &fargs);
-            } else {
-                return jev_fail(e, n, "map needs a filter name or attribute=");
-            }
-            if (e->failed || !jv_list_push(e->a, out.u.l, r))
-                return e->failed ? jv_undef() : jev_nomem(e);
-        }
-        return out;
-    }
-    if (!strcmp(name, "reverse")) {
-        if (v->t == JV_STR) {
-            jv none = jv_none(), m1 = jv_int(-1);
-            return jev_slice(e, n, v, &none, &none, &m1);
-        }
-        jlist *l = jev_as_list(e, n, v);
-        if (!l)
-            return jv_undef();
-        jv out = jv_list_new(e->a);
-        for (size_t i = l->n; out.t == JV_LIST && i-- > 0;)
-            if (!jv_list_push(e->a, out.u.l, l->v[i]))
-                return jev_nomem(e);
-        return out.t == JV_LIST ? out : jev_nomem(e);
-    }
-    if (!strcmp(name, "unique")) {
-        jlist *l = jev_as_list(e, n, v);
-        if (!l)
-            return jv_undef();
-        jv out = jv_list_new(e->a);
-        for (size_t i = 0; out.t == JV_LIST && i < l->n; i++) {
-            bool seen = false;
-            for (size_t k = 0; k < out.u.l->n && !seen; k++)
-                seen = jv_equal(&out.u.l->v[k], &l->v[i]);
-            if (!seen && !jv_list_push(e->a, out.u.l, l->v[i]))
-                return jev_nomem(e);
-        }
-        return out.t == JV_LIST ? out : jev_nomem(e);
-    }
-    if (!strcmp(name, "indent")) {
-        jv s = jev_to_str(e, v);
-        const jv *w = arg(a, 0, "width"), *first = arg(a, 1, "first"), *blank = arg(a, 2, "blank");
-        if (s.t != JV_STR)
-            return s;
-        tok_buf pad = {0}, b = {0};
-        bool ok = tok_buf_append(&pad, "", 0) && tok_buf_append(&b, "", 0);
-        if (w && w->t == JV_STR)
-            ok = ok && tok_buf_append(&pad, w->u.s->data, w->u.s->len);
-        else
-            for (int64_t k = 0; k < (w && jev_is_num(w) ? jev_ival(w) : 4) && k < 256 && ok; k++)
-                ok = tok_buf_putc(&pad, ' ');
-        const char *p = s.u.s->data, *end = p + s.u.s->len;
-        bool first_line = true;
-        while (ok && p <= end) {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
-            const char *le = nl ? nl : end;
-            bool empty = le == p;
-            if ((!first_line || (first && jv_truthy(first))) &&
-                (!empty || (blank && jv_truthy(blank))))
-                ok = tok_buf_append(&b, pad.data, pad.len);
-            ok = ok && tok_buf_append(&b, p, (size_t)(le - p));
-            if (!nl)
-                break;
-            ok = ok && tok_buf_putc(&b, '\n');
-            p = nl + 1;
-            first_line = false;
-        }
-        tok_buf_free(&pad);
-        if (!ok) {
-            tok_buf_free(&b);
-            return jev_nomem(e);
-        }
-        return jev_buf_str(e, &b);
-    }
+    const fcall c = {e, n, name, v, a};
+    for (size_t i = 0; i < OCT_ARRAY_LEN(k_filters); i++)
+        if (!strcmp(name, k_filters[i].name))
+            return k_filters[i].fn(&c);
     return jev_fail(e, n, "unsupported filter '%s'", name);
 }
 
 /* ---------------------------------------------------------------- methods */
 
+static jv no_method(ev *e, const jnode *n, const char *name, jv_type t)
+{
+    return jev_fail(e, n, "unsupported method '%s' on %s", name, jv_type_name(t));
+}
+
+/* s.name(a): the str methods chat templates call, as Python has them. */
+static jv str_method(ev *e, const jnode *n, const jstr *s, const char *name, const args *a)
+{
+    const jv *x = arg(a, 0, NULL);
+    if (!strcmp(name, "strip"))
+        return strip(e, s, x, true, true);
+    if (!strcmp(name, "lstrip"))
+        return strip(e, s, x, true, false);
+    if (!strcmp(name, "rstrip"))
+        return strip(e, s, x, false, true);
+    if (!strcmp(name, "split")) {
+        const jv *m = arg(a, 1, "maxsplit");
+        return split(e, n, s, arg(a, 0, "sep"), m && jev_is_num(m) ? jev_ival(m) : -1);
+    }
+    if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
+        if (!x)
+            return jev_fail(e, n, "%s() takes an argument", name);
+        return jv_bool(starts_ends(s, x, name[0] == 'e'));
+    }
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
+        !strcmp(name, "title"))
+        return change_case(e, s, name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : name[0] == 'c' ? 2 : 3);
+    if (!strcmp(name, "replace")) {
+        const jv *c = arg(a, 2, NULL);
+        if (!x || !arg(a, 1, NULL))
+            return jev_fail(e, n, "replace() takes two arguments");
+        return replace(e, n, s, x, arg(a, 1, NULL), c && jev_is_num(c) ? jev_ival(c) : -1);
+    }
+    if (!strcmp(name, "find") || !strcmp(name, "count")) {
+        if (!x || x->t != JV_STR)
+            return jev_fail(e, n, "%s() needs a string", name);
+        if (name[0] == 'f') {
+            const char *hit =
+                x->u.s->len ? memmem(s->data, s->len, x->u.s->data, x->u.s->len) : s->data;
+            if (!hit)
+                return jv_int(-1);
+            jstr pre = {(size_t)(hit - s->data), s->data};
+            return jv_int((int64_t)cp_len(&pre));
+        }
+        int64_t c = 0;
+        if (x->u.s->len == 0)
+            return jv_int((int64_t)cp_len(s) + 1);
+        for (const char *p = s->data;
+             (p = memmem(p, s->len - (size_t)(p - s->data), x->u.s->data, x->u.s->len));
+             p += x->u.s->len)
+            c++;
+        return jv_int(c);
+    }
+    if (!strcmp(name, "join")) {
+        jlist *l = x ? jev_as_list(e, n, x) : NULL;
+        if (!l)
+            return e->failed ? jv_undef() : jev_fail(e, n, "join() takes an iterable");
+        tok_buf b = {0};
+        bool ok = tok_buf_append(&b, "", 0);
+        for (size_t i = 0; i < l->n && ok; i++)
+            ok = (!i || tok_buf_append(&b, s->data, s->len)) && jv_to_str(&l->v[i], &b);
+        if (!ok) {
+            tok_buf_free(&b);
+            return jev_value_fail(e, n, x);
+        }
+        return jev_buf_str(e, &b);
+    }
+    if (!strcmp(name, "isdigit") || !strcmp(name, "isspace") || !strcmp(name, "isalpha")) {
+        bool r = s->len > 0;
+        for (size_t i = 0; i < s->len && r; i++) {
+            char c = s->data[i];
+            r = name[2] == 'd'   ? (c >= '0' && c <= '9')
+                : name[2] == 's' ? (c == ' ' || (c >= '\t' && c <= '\r'))
+                                 : ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
+        }
+        return jv_bool(r);
+    }
+    return no_method(e, n, name, JV_STR);
+}
+
+/* d.name(a): items, keys, values, get. */
+static jv dict_method(ev *e, const jnode *n, const jv *obj, const char *name, const args *a)
+{
+    const jdict *d = obj->u.d;
+    if (!strcmp(name, "items")) {
+        args none = {0};
+        return jev_apply_filter(e, n, "items", obj, &none);
+    }
+    if (!strcmp(name, "keys") || !strcmp(name, "values")) {
+        jv out = jv_list_new(e->a);
+        for (size_t i = 0; out.t == JV_LIST && i < d->n; i++) {
+            jv k = {JV_STR, {.s = d->keys[i]}};
+            if (!jv_list_push(e->a, out.u.l, name[0] == 'k' ? k : d->vals[i]))
+                return jev_nomem(e);
+        }
+        return out.t == JV_LIST ? out : jev_nomem(e);
+    }
+    if (!strcmp(name, "get")) {
+        const jv *k = arg(a, 0, NULL), *dflt = arg(a, 1, NULL);
+        if (!k)
+            return jev_fail(e, n, "get() takes a key");
+        jv *v = k->t == JV_STR ? jv_dict_get(d, k->u.s->data, k->u.s->len) : NULL;
+        return v ? *v : dflt ? *dflt : jv_none();
+    }
+    return no_method(e, n, name, JV_DICT);
+}
+
 jv jev_call_method(ev *e, const jnode *n, const jv *obj, const char *name, const args *a)
 {
-    if (obj->t == JV_STR) {
-        const jstr *s = obj->u.s;
-        const jv *x = arg(a, 0, NULL);
-        if (!strcmp(name, "strip"))
-            return strip(e, s, x, true, true);
-        if (!strcmp(name, "lstrip"))
-            return strip(e, s, x, true, false);
-        if (!strcmp(name, "rstrip"))
-            return strip(e, s, x, false, true);
-        if (!strcmp(name, "split")) {
-            const jv *m = arg(a, 1, "maxsplit");
-            return split(e, n, s, arg(a, 0, "sep"), m && jev_is_num(m) ? jev_ival(m) : -1);
-        }
-        if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
-            if (!x)
-                return jev_fail(e, n, "%s() takes an argument", name);
-            return jv_bool(starts_ends(s, x, name[0] == 'e'));
-        }
-        if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "capitalize") ||
-            !strcmp(name, "title"))
-            return change_case(e, s,
-                               name[0] == 'l'   ? 0
-                               : name[0] == 'u' ? 1
-                               : name[0] == 'c' ? 2
-                                                : 3);
-        if (!strcmp(name, "replace")) {
-            const jv *c = arg(a, 2, NULL);
-            if (!x || !arg(a, 1, NULL))
-                return jev_fail(e, n, "replace() takes two arguments");
-            return replace(e, n, s, x, arg(a, 1, NULL), c && jev_is_num(c) ? jev_ival(c) : -1);
-        }
-        if (!strcmp(name, "find") || !strcmp(name, "count")) {
-            if (!x || x->t != JV_STR)
-                return jev_fail(e, n, "%s() needs a string", name);
-            if (name[0] == 'f') {
-                const char *hit =
-                    x->u.s->len ? memmem(s->data, s->len, x->u.s->data, x->u.s->len) : s->data;
-                if (!hit)
-                    return jv_int(-1);
-                jstr pre = {(size_t)(hit - s->data), s->data};
-                return jv_int((int64_t)cp_len(&pre));
-            }
-            int64_t c = 0;
-            if (x->u.s->len == 0)
-                return jv_int((int64_t)cp_len(s) + 1);
-            for (const char *p = s->data;
-                 (p = memmem(p, s->len - (size_t)(p - s->data), x->u.s->data, x->u.s->len));
-                 p += x->u.s->len)
-                c++;
-            return jv_int(c);
-        }
-        if (!strcmp(name, "join")) {
-            jlist *l = x ? jev_as_list(e, n, x) : NULL;
-            if (!l)
-                return e->failed ? jv_undef() : jev_fail(e, n, "join() takes an iterable");
-            tok_buf b = {0};
-            bool ok = tok_buf_append(&b, "", 0);
-            for (size_t i = 0; i < l->n && ok; i++)
-                ok = (!i || tok_buf_append(&b, s->data, s->len)) && jv_to_str(&l->v[i], &b);
-            if (!ok) {
-                tok_buf_free(&b);
-                return jev_value_fail(e, n, x);
-            }
-            return jev_buf_str(e, &b);
-        }
-        if (!strcmp(name, "isdigit") || !strcmp(name, "isspace") || !strcmp(name, "isalpha")) {
-            bool r = s->len > 0;
-            for (size_t i = 0; i < s->len && r; i++) {
-                char c = s->data[i];
-                r = name[2] == 'd'   ? (c >= '0' && c <= '9')
-                    : name[2] == 's' ? (c == ' ' || (c >= '\t' && c <= '\r'))
-                                     : ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
-            }
-            return jv_bool(r);
-        }
-    } else if (obj->t == JV_DICT) {
-        const jdict *d = obj->u.d;
-        if (!strcmp(name, "items")) {
-            args none = {0};
-            return jev_apply_filter(e, n, "items", obj, &none);
-        }
-        if (!strcmp(name, "keys") || !strcmp(name, "values")) {
-            jv out = jv_list_new(e->a);
-            for (size_t i = 0; out.t == JV_LIST && i < d->n; i++) {
-                jv k = {JV_STR, {.s = d->keys[i]}};
-                if (!jv_list_push(e->a, out.u.l, name[0] == 'k' ? k : d->vals[i]))
-                    return jev_nomem(e);
-            }
-            return out.t == JV_LIST ? out : jev_nomem(e);
-        }
-        if (!strcmp(name, "get")) {
-            const jv *k = arg(a, 0, NULL), *dflt = arg(a, 1, NULL);
-            if (!k)
-                return jev_fail(e, n, "get() takes a key");
-            jv *v = k->t == JV_STR ? jv_dict_get(d, k->u.s->data, k->u.s->len) : NULL;
-            return v ? *v : dflt ? *dflt : jv_none();
-        }
-    } else if (obj->t == JV_UNDEF) {
+    if (obj->t == JV_STR)
+        return str_method(e, n, obj->u.s, name, a);
+    if (obj->t == JV_DICT)
+        return dict_method(e, n, obj, name, a);
+    if (obj->t == JV_UNDEF)
         return jev_fail(e, n, "'%s' called on an undefined value", name);
-    }
-    return jev_fail(e, n, "unsupported method '%s' on %s", name, jv_type_name(obj->t));
+    return no_method(e, n, name, obj->t);
 }
 
 /* --------------------------------------------------------------- globals */

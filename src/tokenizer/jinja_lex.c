@@ -78,12 +78,202 @@ static int line_at(line_cursor *c, const char *src, size_t pos)
                              line_of(src, pos), m_);                                               \
     } while (0)
 
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* A name from src[i] (a letter or '_'); returns the position after it.
+ * t->str is NULL when out of memory. */
+static size_t lex_name(const char *src, size_t n, size_t i, jarena *a, jtok *t)
+{
+    size_t s = i;
+    while (i < n && is_name_char(src[i]))
+        i++;
+    t->t = JT_NAME;
+    t->str = dup(a, src + s, i - s);
+    t->len = i - s;
+    return i;
+}
+
+/* A number from src[*i] (a digit): an integer, or a float with a fraction or
+ * an exponent; '_' digit separators are dropped. */
+static oct_status lex_number(const char *src, size_t n, size_t *pos, jarena *a, jtok *t,
+                             oct_error *err)
+{
+    size_t i = *pos, s = i;
+    bool is_float = false;
+    while (i < n && ((src[i] >= '0' && src[i] <= '9') || src[i] == '_'))
+        i++;
+    if (i + 1 < n && src[i] == '.' && src[i + 1] >= '0' && src[i + 1] <= '9') {
+        is_float = true;
+        i++;
+        while (i < n && src[i] >= '0' && src[i] <= '9')
+            i++;
+    }
+    if (i < n && (src[i] == 'e' || src[i] == 'E')) {
+        size_t k = i + 1;
+        if (k < n && (src[k] == '+' || src[k] == '-'))
+            k++;
+        if (k < n && src[k] >= '0' && src[k] <= '9') {
+            is_float = true;
+            i = k;
+            while (i < n && src[i] >= '0' && src[i] <= '9')
+                i++;
+        }
+    }
+    *pos = i;
+    char *num = dup(a, src + s, i - s);
+    if (!num)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    size_t w = 0;
+    for (size_t k = 0; num[k]; k++)
+        if (num[k] != '_')
+            num[w++] = num[k];
+    num[w] = 0;
+    if (is_float) {
+        t->t = JT_FLOAT;
+        t->f = strtod(num, NULL);
+    } else {
+        t->t = JT_INT;
+        t->i = strtoll(num, NULL, 10);
+    }
+    return OCT_OK;
+}
+
+/* The code point of a \x (2 hex digits), \u (4) or \U (8) escape whose
+ * digits start at src[*pos]. */
+static oct_status lex_hex_escape(const char *src, size_t n, size_t *pos, char kind, uint32_t *cp,
+                                 oct_error *err)
+{
+    size_t i = *pos, nd = kind == 'x' ? 2 : kind == 'u' ? 4 : 8;
+    *cp = 0;
+    if (i + nd > n)
+        LEX_ERR(i, "bad \\%c escape in string", kind);
+    for (size_t k = 0; k < nd; k++) {
+        char h = src[i + k];
+        int v = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (v < 0)
+            LEX_ERR(i, "bad \\%c escape in string", kind);
+        *cp = *cp * 16 + (uint32_t)v;
+    }
+    *pos = i += nd;
+    if (*cp > 0x10FFFF || (*cp >= 0xD800 && *cp < 0xE000))
+        LEX_ERR(i, "bad code point in string escape");
+    return OCT_OK;
+}
+
+/* The escape at src[*pos] ('\\' with a character after it), appended to b;
+ * *ok is false when out of memory. */
+static oct_status lex_escape(const char *src, size_t n, size_t *pos, tok_buf *b, bool *ok,
+                             oct_error *err)
+{
+    char e = src[*pos + 1];
+    *pos += 2;
+    switch (e) {
+    case 'n': *ok = tok_buf_putc(b, '\n'); break;
+    case 't': *ok = tok_buf_putc(b, '\t'); break;
+    case 'r': *ok = tok_buf_putc(b, '\r'); break;
+    case '0': *ok = tok_buf_putc(b, '\0'); break;
+    case '\\':
+    case '\'':
+    case '"': *ok = tok_buf_putc(b, e); break;
+    case '\n':
+        *ok = true; /* line continuation */
+        break;
+    case 'x':
+    case 'u':
+    case 'U': {
+        uint32_t cp;
+        OCT_TRY(lex_hex_escape(src, n, pos, e, &cp, err));
+        *ok = tok_buf_put_cp(b, cp);
+        break;
+    }
+    default: *ok = tok_buf_putc(b, '\\') && tok_buf_putc(b, e);
+    }
+    return OCT_OK;
+}
+
+/* A string literal from src[*pos] (its quote) with Python's escapes; `tag`
+ * is where the tag began (an unterminated literal is reported there). */
+static oct_status lex_string(const char *src, size_t n, size_t *pos, size_t tag, jarena *a, jtok *t,
+                             oct_error *err)
+{
+    char quote = src[*pos];
+    tok_buf b = {0};
+    size_t i = *pos + 1;
+    bool closed = false;
+    oct_status st = OCT_OK;
+    while (i < n) {
+        char ch = src[i];
+        if (ch == quote) {
+            closed = true;
+            i++;
+            break;
+        }
+        bool ok;
+        if (ch == '\\' && i + 1 < n) {
+            st = lex_escape(src, n, &i, &b, &ok, err);
+        } else {
+            ok = tok_buf_putc(&b, ch);
+            i++;
+        }
+        if (st == OCT_OK && !ok)
+            st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        if (st != OCT_OK) {
+            tok_buf_free(&b);
+            return st;
+        }
+    }
+    if (!closed) {
+        tok_buf_free(&b);
+        LEX_ERR(tag, "unterminated string literal");
+    }
+    *pos = i;
+    t->t = JT_STRING;
+    t->str = dup(a, b.data ? b.data : "", b.len);
+    t->len = b.len;
+    tok_buf_free(&b);
+    return OCT_OK;
+}
+
+/* An operator or bracket from src[*pos]; brackets are matched against the
+ * closers of those still open (closers[0 .. *open)). */
+static oct_status lex_op(const char *src, size_t n, size_t *pos, char *closers, size_t *open,
+                         jarena *a, jtok *t, oct_error *err)
+{
+    static const char *const ops2[] = {"**", "//", "==", "!=", "<=", ">="};
+    size_t i = *pos, len = 1;
+    char c = src[i];
+    for (size_t k = 0; k < OCT_ARRAY_LEN(ops2); k++)
+        if (i + 1 < n && src[i] == ops2[k][0] && src[i + 1] == ops2[k][1])
+            len = 2;
+    if (len == 1 && !strchr("()[]{}.,:|~+-*/%=<>!", c))
+        LEX_ERR(i, "unexpected character '%c' in expression", c);
+    if (len == 1 && (c == '(' || c == '[' || c == '{')) {
+        if (*open == JINJA_MAX_EXPR_DEPTH)
+            LEX_ERR(i, "expression nested deeper than %d", JINJA_MAX_EXPR_DEPTH);
+        closers[(*open)++] = c == '(' ? ')' : c == '[' ? ']' : '}';
+    } else if (len == 1 && (c == ')' || c == ']' || c == '}')) {
+        if (*open && closers[*open - 1] != c)
+            LEX_ERR(i, "unexpected '%c', expected '%c'", c, closers[*open - 1]);
+        *open -= *open > 0;
+    }
+    t->t = JT_OP;
+    t->str = dup(a, src + i, len);
+    t->len = len;
+    *pos = i + len;
+    return OCT_OK;
+}
+
 /* Lexes the expression inside a tag, from *pos up to the closing delimiter
  * `close` ("}}" or "%}"), pushing NAME/STRING/INT/FLOAT/OP tokens. */
 static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *close, jarena *a,
                            jtoks *out, bool *strip_after, line_cursor *lc, oct_error *err)
 {
-    static const char *const ops3[] = {"**", "//", "==", "!=", "<=", ">="};
     size_t i = *pos;
     /* the closers of unclosed ( [ {: as in Jinja, a tag cannot end inside them */
     char closers[JINJA_MAX_EXPR_DEPTH];
@@ -108,148 +298,17 @@ static oct_status lex_expr(const char *src, size_t n, size_t *pos, const char *c
         char c = src[i];
         jtok t = {0};
         t.line = line;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') {
-            size_t s = i;
-            while (i < n && ((src[i] >= 'a' && src[i] <= 'z') || (src[i] >= 'A' && src[i] <= 'Z') ||
-                             (src[i] >= '0' && src[i] <= '9') || src[i] == '_'))
-                i++;
-            t.t = JT_NAME;
-            t.str = dup(a, src + s, i - s);
-            t.len = i - s;
-        } else if (c >= '0' && c <= '9') {
-            size_t s = i;
-            bool is_float = false;
-            while (i < n && ((src[i] >= '0' && src[i] <= '9') || src[i] == '_'))
-                i++;
-            if (i + 1 < n && src[i] == '.' && src[i + 1] >= '0' && src[i + 1] <= '9') {
-                is_float = true;
-                i++;
-                while (i < n && src[i] >= '0' && src[i] <= '9')
-                    i++;
-            }
-            if (i < n && (src[i] == 'e' || src[i] == 'E')) {
-                size_t k = i + 1;
-                if (k < n && (src[k] == '+' || src[k] == '-'))
-                    k++;
-                if (k < n && src[k] >= '0' && src[k] <= '9') {
-                    is_float = true;
-                    i = k;
-                    while (i < n && src[i] >= '0' && src[i] <= '9')
-                        i++;
-                }
-            }
-            char *num = dup(a, src + s, i - s);
-            if (!num)
-                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-            /* drop '_' digit separators */
-            size_t w = 0;
-            for (size_t k = 0; num[k]; k++)
-                if (num[k] != '_')
-                    num[w++] = num[k];
-            num[w] = 0;
-            if (is_float) {
-                t.t = JT_FLOAT;
-                t.f = strtod(num, NULL);
-            } else {
-                t.t = JT_INT;
-                t.i = strtoll(num, NULL, 10);
-            }
-        } else if (c == '\'' || c == '"') {
-            /* Python string literal escapes */
-            tok_buf b = {0};
-            i++;
-            bool closed = false;
-            while (i < n) {
-                char ch = src[i];
-                if (ch == c) {
-                    closed = true;
-                    i++;
-                    break;
-                }
-                bool ok;
-                if (ch == '\\' && i + 1 < n) {
-                    char e = src[i + 1];
-                    i += 2;
-                    switch (e) {
-                    case 'n': ok = tok_buf_putc(&b, '\n'); break;
-                    case 't': ok = tok_buf_putc(&b, '\t'); break;
-                    case 'r': ok = tok_buf_putc(&b, '\r'); break;
-                    case '0': ok = tok_buf_putc(&b, '\0'); break;
-                    case '\\':
-                    case '\'':
-                    case '"': ok = tok_buf_putc(&b, e); break;
-                    case '\n':
-                        ok = true; /* line continuation */
-                        break;
-                    case 'x':
-                    case 'u':
-                    case 'U': {
-                        size_t nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-                        uint32_t cp = 0;
-                        if (i + nd > n) {
-                            tok_buf_free(&b);
-                            LEX_ERR(i, "bad \\%c escape in string", e);
-                        }
-                        for (size_t k = 0; k < nd; k++) {
-                            char h = src[i + k];
-                            int v = h >= '0' && h <= '9'   ? h - '0'
-                                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                                           : -1;
-                            if (v < 0) {
-                                tok_buf_free(&b);
-                                LEX_ERR(i, "bad \\%c escape in string", e);
-                            }
-                            cp = cp * 16 + (uint32_t)v;
-                        }
-                        i += nd;
-                        if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) {
-                            tok_buf_free(&b);
-                            LEX_ERR(i, "bad code point in string escape");
-                        }
-                        ok = tok_buf_put_cp(&b, cp);
-                        break;
-                    }
-                    default: ok = tok_buf_putc(&b, '\\') && tok_buf_putc(&b, e);
-                    }
-                } else {
-                    ok = tok_buf_putc(&b, ch);
-                    i++;
-                }
-                if (!ok) {
-                    tok_buf_free(&b);
-                    return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-                }
-            }
-            if (!closed) {
-                tok_buf_free(&b);
-                LEX_ERR(*pos, "unterminated string literal");
-            }
-            t.t = JT_STRING;
-            t.str = dup(a, b.data ? b.data : "", b.len);
-            t.len = b.len;
-            tok_buf_free(&b);
-        } else {
-            size_t len = 1;
-            for (size_t k = 0; k < OCT_ARRAY_LEN(ops3); k++)
-                if (i + 1 < n && src[i] == ops3[k][0] && src[i + 1] == ops3[k][1])
-                    len = 2;
-            if (len == 1 && !strchr("()[]{}.,:|~+-*/%=<>!", c))
-                LEX_ERR(i, "unexpected character '%c' in expression", c);
-            if (len == 1 && (c == '(' || c == '[' || c == '{')) {
-                if (open == sizeof closers)
-                    LEX_ERR(i, "expression nested deeper than %d", JINJA_MAX_EXPR_DEPTH);
-                closers[open++] = c == '(' ? ')' : c == '[' ? ']' : '}';
-            } else if (len == 1 && (c == ')' || c == ']' || c == '}')) {
-                if (open && closers[open - 1] != c)
-                    LEX_ERR(i, "unexpected '%c', expected '%c'", c, closers[open - 1]);
-                open -= open > 0;
-            }
-            t.t = JT_OP;
-            t.str = dup(a, src + i, len);
-            t.len = len;
-            i += len;
-        }
+        oct_status st = OCT_OK;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
+            i = lex_name(src, n, i, a, &t);
+        else if (c >= '0' && c <= '9')
+            st = lex_number(src, n, &i, a, &t, err);
+        else if (c == '\'' || c == '"')
+            st = lex_string(src, n, &i, *pos, a, &t, err);
+        else
+            st = lex_op(src, n, &i, closers, &open, a, &t, err);
+        if (st != OCT_OK)
+            return st;
         if ((t.t != JT_INT && t.t != JT_FLOAT && !t.str) || !push(a, out, t))
             return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     }

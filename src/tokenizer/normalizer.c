@@ -35,6 +35,11 @@ static oct_status parse_pattern(const json_t *j, const char *path, pcre2_code **
                          "%s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", path);
 }
 
+static oct_status norm_slot(const json_t *elem, void *slot, const char *path, oct_error *err)
+{
+    return tok_norm_parse(elem, slot, path, err);
+}
+
 oct_status tok_norm_parse(const json_t *j, tok_norm **out, const char *path, oct_error *err)
 {
     *out = NULL;
@@ -49,27 +54,13 @@ oct_status tok_norm_parse(const json_t *j, tok_norm **out, const char *path, oct
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     static const char *const k_type[] = {"type", NULL};
     if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "normalizers", NULL};
+        void *kids;
         n->kind = TOK_NORM_SEQUENCE;
-        const json_t *arr = json_object_get(j, "normalizers");
-        if ((st = tok_json_known_keys(j, keys, path, err)))
+        st = tok_json_sequence(j, "normalizers", path, norm_slot, sizeof *n->children, &kids,
+                               &n->n_children, err);
+        n->children = kids;
+        if (st)
             goto fail;
-        if (!json_is_array(arr)) {
-            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.normalizers: expected an array", path);
-            goto fail;
-        }
-        n->children = oct_calloc(json_array_size(arr) + 1, sizeof *n->children);
-        if (!n->children) {
-            st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            if ((st = tok_norm_parse(json_array_get(arr, i), &n->children[i], sub, err)))
-                goto fail;
-            n->n_children++;
-        }
     } else if (strcmp(type, "NFC") == 0 || strcmp(type, "NFD") == 0 || strcmp(type, "NFKC") == 0 ||
                strcmp(type, "NFKD") == 0) {
         n->kind = strcmp(type, "NFC") == 0    ? TOK_NORM_NFC

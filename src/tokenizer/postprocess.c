@@ -84,6 +84,11 @@ static oct_status parse_template(const json_t *j, tok_post *p, const char *path,
     return OCT_OK;
 }
 
+static oct_status post_slot(const json_t *elem, void *slot, const char *path, oct_error *err)
+{
+    return tok_post_parse(elem, slot, path, err);
+}
+
 oct_status tok_post_parse(const json_t *j, tok_post **out, const char *path, oct_error *err)
 {
     *out = NULL;
@@ -117,27 +122,13 @@ oct_status tok_post_parse(const json_t *j, tok_post **out, const char *path, oct
             (st = pair_id(j, "sep", path, &p->after, err)))
             goto fail;
     } else if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "processors", NULL};
+        void *kids;
         p->kind = TOK_POST_SEQUENCE;
-        const json_t *arr = json_object_get(j, "processors");
-        if ((st = tok_json_known_keys(j, keys, path, err)))
+        st = tok_json_sequence(j, "processors", path, post_slot, sizeof *p->children, &kids,
+                               &p->n_children, err);
+        p->children = kids;
+        if (st)
             goto fail;
-        if (!json_is_array(arr)) {
-            st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.processors: expected an array", path);
-            goto fail;
-        }
-        p->children = oct_calloc(json_array_size(arr) + 1, sizeof *p->children);
-        if (!p->children) {
-            st = nomem(err);
-            goto fail;
-        }
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-            if ((st = tok_post_parse(json_array_get(arr, i), &p->children[i], sub, err)))
-                goto fail;
-            p->n_children++;
-        }
     } else {
         st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1, "%s: unsupported post_processor '%s'",
                            path, type);

@@ -143,6 +143,11 @@ static oct_status parse_replacement(const json_t *j, const char *path, uint32_t 
     return OCT_OK;
 }
 
+static oct_status pre_slot(const json_t *elem, void *slot, const char *path, oct_error *err)
+{
+    return tok_pre_parse(elem, slot, path, err);
+}
+
 oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_error *err)
 {
     *out = NULL;
@@ -158,28 +163,13 @@ oct_status tok_pre_parse(const json_t *j, tok_pre **out, const char *path, oct_e
     char what[300];
     snprintf(what, sizeof what, "%s", path);
     if (strcmp(type, "Sequence") == 0) {
-        static const char *const keys[] = {"type", "pretokenizers", NULL};
+        void *kids;
         p->kind = TOK_PRE_SEQUENCE;
-        const json_t *arr = json_object_get(j, "pretokenizers");
-        if ((st = tok_json_known_keys(j, keys, path, err)))
+        st = tok_json_sequence(j, "pretokenizers", path, pre_slot, sizeof *p->children, &kids,
+                               &p->n_children, err);
+        p->children = kids;
+        if (st)
             goto fail;
-        if (!json_is_array(arr)) {
-            st =
-                oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.pretokenizers: expected an array", path);
-            goto fail;
-        }
-        p->children = oct_calloc(json_array_size(arr) + 1, sizeof *p->children);
-        if (!p->children) {
-            st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-            goto fail;
-        }
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            if ((st = tok_pre_parse(json_array_get(arr, i), &p->children[i], sub, err)))
-                goto fail;
-            p->n_children++;
-        }
     } else if (strcmp(type, "ByteLevel") == 0) {
         static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex",
                                            NULL};

@@ -387,5 +387,17 @@ oct_status tok_json_str(const json_t *obj, const char *key, bool required, const
  * unknown one (an option we would otherwise silently ignore). */
 oct_status tok_json_known_keys(const json_t *obj, const char *const *keys, const char *path,
                                oct_error *err);
+/* Parses one element of a component list into `slot` (a pointer of the
+ * caller's type: tok_norm **, tok_pre **, ...). */
+typedef oct_status (*tok_json_parse_fn)(const json_t *elem, void *slot, const char *path,
+                                        oct_error *err);
+/* A "Sequence" component: {"type": "Sequence", key: [...]} and no other keys.
+ * *children gets a zeroed array of n + 1 pointers of slot_size bytes, element
+ * i parsed into slot i by `parse` (path "PATH.key[i]"); *n_parsed counts the
+ * elements parsed, on failure too, so that the caller's free releases them.
+ * *children is set (or NULL) whatever the result. */
+oct_status tok_json_sequence(const json_t *j, const char *key, const char *path,
+                             tok_json_parse_fn parse, size_t slot_size, void **children,
+                             size_t *n_parsed, oct_error *err);
 
 #endif

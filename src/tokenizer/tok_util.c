@@ -553,3 +553,26 @@ oct_status tok_json_known_keys(const json_t *obj, const char *const *keys, const
     }
     return OCT_OK;
 }
+
+oct_status tok_json_sequence(const json_t *j, const char *key, const char *path,
+                             tok_json_parse_fn parse, size_t slot_size, void **children,
+                             size_t *n_parsed, oct_error *err)
+{
+    const char *const keys[] = {"type", key, NULL};
+    const json_t *arr = json_object_get(j, key);
+    *children = NULL;
+    OCT_TRY(tok_json_known_keys(j, keys, path, err));
+    if (!json_is_array(arr))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.%s: expected an array", path, key);
+    char *slots = oct_calloc(json_array_size(arr) + 1, slot_size);
+    if (!slots)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    *children = slots;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, key, i);
+        OCT_TRY(parse(json_array_get(arr, i), slots + i * slot_size, sub, err));
+        (*n_parsed)++;
+    }
+    return OCT_OK;
+}
