@@ -270,10 +270,12 @@ cudaError_t oct_launch_pdl(void (*kern)(P...), dim3 grid, unsigned block, size_t
     return cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
-/* The forward-pass ops launched with programmatic serialization (RMSNorm,
- * SiLU-mul, RoPE, decode attention: each starts while the kernel before it
- * ends and lets the next one start, so a GEMM after them fetches its weights
- * early).  1 by default; OCTET_CUDA_OPS_PDL=0 turns it off. */
+/* OCTET_CUDA_OPS_PDL=1: the forward-pass ops (RMSNorm, SiLU-mul, RoPE, decode
+ * attention) are launched with programmatic serialization too, so every kernel
+ * of a layer starts while the one before it ends.  Off by default: on the H200
+ * it made the 8B FP8 decode step slower (3.12 -> 3.70 ms at 512 positions,
+ * 3.63 -> 4.11 ms at 8192; BF16 even), the GEMMs' early blocks holding SMs the
+ * kernels before them could use (docs/BENCHMARKS.md). */
 bool oct_cuda_ops_pdl(void);
 
 /* Token tiles (of 8 tokens) per block in the streaming GEMV kernels for m tokens:

@@ -106,10 +106,11 @@ template <bool FP8> __device__ __forceinline__ void widen(const Raw<FP8> &r, flo
 // The per-launch view of a call: the arguments and where the block stands.
 struct Dec {
     const oct_attn_args *a;
-    int64_t t, x;     // batch row, block row (workspace index)
-    int kvh, h0, ng;  // KV head, first query head, query heads of the block
-    int64_t js, je;   // the partition's positions [js, je)
-    int nparts, part; // partitions of the row, this one
+    const int32_t *bt; // the row's block table
+    int64_t t, x;      // batch row, block row (workspace index)
+    int kvh, h0, ng;   // KV head, first query head, query heads of the block
+    int64_t js, je;    // the partition's positions [js, je)
+    int nparts, part;  // partitions of the row, this one
 };
 
 // One half-warp's online-softmax state for GC heads and NC 128-wide passes.
@@ -130,7 +131,6 @@ template <int NC, bool FP8>
 __device__ __forceinline__ void fetch(const Dec &b, int64_t j_first, int sub, Chunk<NC, FP8> &c)
 {
     const oct_attn_args &a = *b.a;
-    const int32_t *bt = a.bt + (int64_t)a.row_seq[b.t] * a.max_blocks;
     c.valid = 0;
 #pragma unroll
     for (int u = 0; u < kPer; u++) {
@@ -139,7 +139,7 @@ __device__ __forceinline__ void fetch(const Dec &b, int64_t j_first, int sub, Ch
         if (j < b.je) {
             const int64_t blk = a.bs_shift >= 0 ? j >> a.bs_shift : j / a.bs;
             const int64_t off = a.bs_shift >= 0 ? j & (a.bs - 1) : j % a.bs;
-            base = (((int64_t)__ldg(bt + blk) * a.n_kv + b.kvh) * a.bs + off) * a.d;
+            base = (((int64_t)__ldg(b.bt + blk) * a.n_kv + b.kvh) * a.bs + off) * a.d;
         }
         c.valid |= base >= 0 ? 1u << u : 0u;
 #pragma unroll
@@ -370,7 +370,8 @@ __device__ bool locate(const oct_attn_args &a, int gc, Dec &b)
     const int gsub = (int)blockIdx.y % a.gsplit;
     b.h0 = b.kvh * a.group + gsub * gc;
     b.ng = min(gc, a.group - gsub * gc);
-    const int64_t d = a.d, qd = a.n_q * d, p = a.row_pos[b.t];
+    const int64_t d = a.d, qd = a.n_q * d, p = a.row_pos[b.t], seq = a.row_seq[b.t];
+    b.bt = a.bt + seq * a.max_blocks;
     if (p < 0 || p >= a.max_ctx) { // padding row: zeros; out of range: NaN
         if (blockIdx.z == 0)
             for (int64_t e = threadIdx.x; e < b.ng * d; e += kThreads)
@@ -390,7 +391,7 @@ template <int NC, int GC, bool FP8>
 __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) : 1)
     attn_decode(oct_attn_args a)
 {
-    oct_pdl_launch_dependents(); // the o_proj quantizer and GEMM may launch meanwhile
+    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
     oct_pdl_wait();
     Dec b;
     if (!locate(a, GC, b))
@@ -398,6 +399,12 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, sub = lane & 15;
     const int64_t d = a.d;
+    // the first chunk's K and V are requested before q (independent loads)
+    Chunk<NC, FP8> cur, next;
+    const int64_t step = (int64_t)kWarps * kChunk;
+    int64_t c0 = b.js + warp * kChunk;
+    if (c0 < b.je)
+        fetch<NC, FP8>(b, c0 + half * kPer, sub, cur);
     State<NC, GC> s;
     const uint16_t *qrow = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * d;
     // q pre-scaled so scores come out in the log2 domain: exp2(s - m) = e^(...)
@@ -418,11 +425,6 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
             }
         }
     }
-    Chunk<NC, FP8> cur, next;
-    const int64_t step = (int64_t)kWarps * kChunk;
-    int64_t c0 = b.js + warp * kChunk;
-    if (c0 < b.je)
-        fetch<NC, FP8>(b, c0 + half * kPer, sub, cur);
     for (; c0 < b.je; c0 += step) {
         if (c0 + step < b.je)
             fetch<NC, FP8>(b, c0 + step + half * kPer, sub, next);

@@ -21,7 +21,7 @@ bool oct_cuda_ops_pdl(void)
 {
     static const bool on = [] {
         const char *e = getenv("OCTET_CUDA_OPS_PDL");
-        return !(e && !strcmp(e, "0"));
+        return e && !strcmp(e, "1");
     }();
     return on;
 }
