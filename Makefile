@@ -135,7 +135,8 @@ bench: all
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 fuzz:
 	$(MAKE) BUILD=build/fuzz CC=clang SAN=0 OPT=-O1 \
-	    CFLAGS_EXTRA=-fsanitize=fuzzer-no-link,address build/fuzz/liboctet.a
+	    CFLAGS_EXTRA="-fsanitize=fuzzer-no-link,address -DJINJA_MAX_STEPS=2000000u" \
+	    build/fuzz/liboctet.a
 	@mkdir -p build/fuzz/bin
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang $(CPPFLAGS) -Itests -g -O1 -fopenmp -fsanitize=fuzzer,address $$f build/fuzz/liboctet.a \
