@@ -1,9 +1,12 @@
 /* serve.c — `octet serve`: load the model and tokenizer, start the
  * OpenAI-compatible server, wait for SIGINT/SIGTERM, shut down gracefully. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
@@ -37,6 +40,36 @@ static void usage(FILE *f)
             "  --shutdown-grace S          seconds in-flight requests get on SIGINT/SIGTERM\n"
             "                              (default 5)\n",
             model_args_usage());
+}
+
+/* SIGINT / SIGTERM write their number here; the main thread reads it.  A
+ * handler, not sigwait alone: threads that libraries start before main
+ * (OpenBLAS's pool) do not block the signals, and one of them taking a
+ * signal that has no handler would end the process unannounced. */
+static int g_signal_fd = -1;
+
+static void on_signal(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(g_signal_fd, &b, 1);
+    (void)r;
+}
+
+/* Installs the handler; returns the read end of its pipe, or -1. */
+static int catch_signals(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    g_signal_fd = p[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return p[0];
 }
 
 /* Positive integer flag value, or -1 (message printed). */
@@ -138,7 +171,13 @@ int cli_serve(int argc, char **argv)
             }
         }
     }
-    /* Signals go to sigwait below: block them before any thread starts. */
+    /* The server's threads start with the signals blocked; the main
+     * thread unblocks them once it waits. */
+    int sig_rd = catch_signals();
+    if (sig_rd < 0) {
+        fprintf(stderr, "octet serve: pipe: %s\n", strerror(errno));
+        return 1;
+    }
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -169,8 +208,11 @@ int cli_serve(int argc, char **argv)
            v6 ? "]" : "", oct_server_port(srv),
            so.served_model_name ? so.served_model_name : ma.model);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    unsigned char b = 0;
+    while (read(sig_rd, &b, 1) < 0 && errno == EINTR)
+        ;
+    int sig = b;
     fprintf(stderr, "octet serve: %s: shutting down (grace %.1f s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", grace);
     oct_server_shutdown(srv, grace);
