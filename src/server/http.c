@@ -274,110 +274,105 @@ static void stream_free(void *cls)
 
 /* ---------------------------------------------------------- generation */
 
-static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_kind kind,
-                                const conn *c)
+/* The prompt as token ids, with generate's encoding rules. */
+static bool encode_prompt(oct_server *s, srv_kind kind, srv_request *req, oct_token_ids *ids,
+                          srv_error *e)
 {
-    srv_request req;
-    srv_error e;
-    if (!srv_request_parse(c->body ? c->body : "", c->len, kind, &s->lim, &req, &e))
-        return send_error(s, mc, &e);
-    if (req.model && strcmp(req.model, s->model_name) != 0) {
-        srv_error_set(&e, 404, "NotFoundError", "model", "The model `%s` does not exist.",
-                      req.model);
-        srv_request_free(&req);
-        return send_error(s, mc, &e);
-    }
-    /* Prompt -> ids, with generate's encoding rules. */
-    oct_token_ids ids = {0};
     oct_error err;
     oct_error_clear(&err);
-    const char *pparam = kind == SRV_CHAT ? "messages" : "prompt";
     if (kind == SRV_CHAT) {
         char *text = NULL;
         size_t tl = 0;
-        if (oct_chat_render_json(s->tok, NULL, req.messages_json, NULL, true, &text, &tl, &err) !=
-                OCT_OK ||
-            oct_tokenizer_encode(s->tok, text, tl, false, &ids, &err) != OCT_OK) {
-            oct_tokenizer_text_free(text);
-            srv_error_set(&e, 400, "invalid_request_error", "messages", "%s", err.message);
-            goto bad;
-        }
+        bool ok = oct_chat_render_json(s->tok, NULL, req->messages_json, NULL, true, &text, &tl,
+                                       &err) == OCT_OK &&
+                  oct_tokenizer_encode(s->tok, text, tl, false, ids, &err) == OCT_OK;
         oct_tokenizer_text_free(text);
-    } else if (req.prompt) {
-        if (oct_tokenizer_encode(s->tok, req.prompt, req.prompt_len, true, &ids, &err) != OCT_OK) {
-            srv_error_set(&e, 400, "invalid_request_error", "prompt", "%s", err.message);
-            goto bad;
-        }
-    } else {
-        ids.ids = req.prompt_ids;
-        ids.n = ids.cap = req.n_prompt_ids;
-        req.prompt_ids = NULL;
+        if (!ok)
+            srv_error_set(e, 400, "invalid_request_error", "messages", "%s", err.message);
+        return ok;
     }
+    if (req->prompt) {
+        if (oct_tokenizer_encode(s->tok, req->prompt, req->prompt_len, true, ids, &err) == OCT_OK)
+            return true;
+        srv_error_set(e, 400, "invalid_request_error", "prompt", "%s", err.message);
+        return false;
+    }
+    ids->ids = req->prompt_ids;
+    ids->n = ids->cap = req->n_prompt_ids;
+    req->prompt_ids = NULL;
+    return true;
+}
+
+/* The prompt's ids and length against the model, and max_tokens's default. */
+static bool check_prompt(const oct_server *s, srv_kind kind, srv_request *req,
+                         const oct_token_ids *ids, srv_error *e)
+{
+    const char *pparam = kind == SRV_CHAT ? "messages" : "prompt";
     int64_t V = oct_model_vocab_size(s->m), mml = s->o.max_model_len;
-    if (ids.n == 0) {
-        srv_error_set(&e, 400, "invalid_request_error", pparam, "the prompt encodes to no tokens");
-        goto bad;
+    if (ids->n == 0) {
+        srv_error_set(e, 400, "invalid_request_error", pparam, "the prompt encodes to no tokens");
+        return false;
     }
-    for (int64_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] >= V) {
-            srv_error_set(&e, 400, "invalid_request_error", pparam,
-                          "prompt token id %d is outside the vocabulary (%lld)", ids.ids[i],
+    for (int64_t i = 0; i < ids->n; i++)
+        if (ids->ids[i] >= V) {
+            srv_error_set(e, 400, "invalid_request_error", pparam,
+                          "prompt token id %d is outside the vocabulary (%lld)", ids->ids[i],
                           (long long)V);
-            goto bad;
+            return false;
         }
-    if (ids.n >= mml) {
-        srv_error_set(&e, 400, "invalid_request_error", pparam,
+    if (ids->n >= mml) {
+        srv_error_set(e, 400, "invalid_request_error", pparam,
                       "This model's maximum context length is %lld tokens. However, your "
                       "prompt has %lld tokens.",
-                      (long long)mml, (long long)ids.n);
-        goto bad;
+                      (long long)mml, (long long)ids->n);
+        return false;
     }
-    if (req.max_tokens >= 0 && ids.n + req.max_tokens > mml) {
-        srv_error_set(&e, 400, "invalid_request_error", "max_tokens",
+    if (req->max_tokens >= 0 && ids->n + req->max_tokens > mml) {
+        srv_error_set(e, 400, "invalid_request_error", "max_tokens",
                       "This model's maximum context length is %lld tokens. However, you "
                       "requested %lld tokens (%lld in the prompt, %lld for the completion).",
-                      (long long)mml, (long long)(ids.n + req.max_tokens), (long long)ids.n,
-                      (long long)req.max_tokens);
-        goto bad;
+                      (long long)mml, (long long)(ids->n + req->max_tokens), (long long)ids->n,
+                      (long long)req->max_tokens);
+        return false;
     }
-    if (req.max_tokens < 0) /* OpenAI's completions default is 16; chat: up to the limit */
-        req.max_tokens = kind == SRV_COMPLETIONS ? OCT_MIN(16, mml - ids.n) : mml - ids.n;
+    if (req->max_tokens < 0) /* OpenAI's completions default is 16; chat: up to the limit */
+        req->max_tokens = kind == SRV_COMPLETIONS ? OCT_MIN(16, mml - ids->n) : mml - ids->n;
+    return true;
+}
 
-    /* Job: owns req and the ids from here on. */
+/* A job that owns *req (emptied) and a copy of the ids; NULL with *e set.
+ * Its serial is the request's sequence group. */
+static srv_job *new_job(oct_server *s, srv_request *req, const oct_token_ids *ids,
+                        uint64_t *serial_out, srv_error *e)
+{
     pthread_mutex_lock(&s->mu);
-    uint64_t serial = ++s->serial;
+    uint64_t serial = *serial_out = ++s->serial;
     pthread_mutex_unlock(&s->mu);
-    bool stream_mode = req.stream;
-    int32_t *pid = oct_malloc((size_t)ids.n * sizeof(int32_t));
-    if (!pid) {
-        srv_error_set(&e, 500, "server_error", "", "out of memory");
-        goto bad;
+    int32_t *pid = oct_malloc((size_t)ids->n * sizeof(int32_t));
+    srv_job *j = NULL;
+    if (pid) {
+        memcpy(pid, ids->ids, (size_t)ids->n * sizeof(int32_t));
+        j = srv_job_new(req, s->tok, s->model_name, pid, ids->n, serial);
     }
-    memcpy(pid, ids.ids, (size_t)ids.n * sizeof(int32_t));
-    int64_t n_prompt = ids.n;
-    oct_token_ids_free(&ids);
-    srv_job *j = srv_job_new(&req, s->tok, s->model_name, pid, n_prompt, serial);
     if (!j) {
-        oct_free(pid);
-        srv_request_free(&req);
-        return fail(s, mc, 500, "server_error", "", "out of memory");
+        srv_error_set(e, 500, "server_error", "", "out of memory");
+        return NULL;
     }
     j->on_free = job_freed;
     j->on_free_user = s;
-    uint64_t group = serial;
-    uint64_t seed0 =
-        j->req.seed_set ? j->req.sampling.seed : mix64((uint64_t)(now_s() * 1e9) ^ (serial << 20));
+    return j;
+}
 
-    pthread_mutex_lock(&s->mu);
-    s->n_active++;
-    if (s->draining || !s->sched) {
-        pthread_mutex_unlock(&s->mu);
-        srv_job_unref(j);
-        return fail(s, mc, 503, "server_error", "", "the server is shutting down");
-    }
-    int submitted = 0;
+/* Submits every choice of j as one group (s->mu held); on a failure the
+ * *n_submitted ones already submitted are cancelled. */
+static oct_status submit_choices(oct_server *s, srv_job *j, uint64_t group, int *n_submitted,
+                                 oct_error *err)
+{
+    uint64_t seed0 =
+        j->req.seed_set ? j->req.sampling.seed : mix64((uint64_t)(now_s() * 1e9) ^ (group << 20));
     oct_status st = OCT_OK;
-    for (int i = 0; i < j->n_choices; i++) {
+    int submitted = 0;
+    for (int i = 0; i < j->n_choices && st == OCT_OK; i++) {
         oct_sched_params p;
         memset(&p, 0, sizeof p);
         p.prompt = j->prompt_ids;
@@ -395,49 +390,75 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
         p.on_prompt = srv_job_on_prompt;
         p.user = &j->ch[i];
         srv_job_ref(j); /* dropped by on_done */
-        st = oct_sched_submit(s->sched, &p, &err);
-        if (st != OCT_OK) {
+        st = oct_sched_submit(s->sched, &p, err);
+        if (st != OCT_OK)
             srv_job_unref(j);
-            break;
-        }
-        submitted++;
+        else
+            submitted++;
     }
     if (st != OCT_OK && submitted)
         oct_sched_cancel(s->sched, group);
-    pthread_mutex_unlock(&s->mu);
-    if (st != OCT_OK) {
-        /* Wait for the submitted siblings' cancellation, then answer. */
-        pthread_mutex_lock(&j->mu);
-        while (j->n_done < submitted)
-            timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
-        pthread_mutex_unlock(&j->mu);
-        srv_job_unref(j);
-        int http = st == OCT_ERR_INVALID_ARG ? 400 : st == OCT_ERR_NOMEM ? 500 : 503;
-        return fail(s, mc, http, http == 400 ? "invalid_request_error" : "server_error", "",
-                    err.message);
-    }
+    *n_submitted = submitted;
+    return st;
+}
 
-    if (stream_mode) {
-        stream *sm = calloc(1, sizeof *sm);
-        struct MHD_Response *r = sm ? MHD_create_response_from_callback(
-                                          MHD_SIZE_UNKNOWN, 4096, stream_read, sm, stream_free)
-                                    : NULL;
-        if (!r) {
-            free(sm);
-            cancel_group(s, group);
-            srv_job_unref(j);
-            return MHD_NO;
-        }
-        sm->srv = s;
-        sm->mc = mc;
-        sm->job = j;
-        sm->group = group;
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        return ret;
+/* Hands j to the engine; false with *e set (the answer) when the engine
+ * refused it, once the choices already submitted are cancelled. */
+static bool submit_job(oct_server *s, srv_job *j, uint64_t group, srv_error *e)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    int submitted = 0;
+    pthread_mutex_lock(&s->mu);
+    s->n_active++;
+    oct_status st = OCT_ERR_UNSUPPORTED;
+    if (!s->draining && s->sched)
+        st = submit_choices(s, j, group, &submitted, &err);
+    pthread_mutex_unlock(&s->mu);
+    if (st == OCT_OK)
+        return true;
+    pthread_mutex_lock(&j->mu);
+    while (j->n_done < submitted)
+        timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
+    pthread_mutex_unlock(&j->mu);
+    int http = st == OCT_ERR_UNSUPPORTED   ? 503
+               : st == OCT_ERR_INVALID_ARG ? 400
+               : st == OCT_ERR_NOMEM       ? 500
+                                           : 503;
+    srv_error_set(e, http, http == 400 ? "invalid_request_error" : "server_error", "", "%s",
+                  st == OCT_ERR_UNSUPPORTED ? "the server is shutting down" : err.message);
+    return false;
+}
+
+static enum MHD_Result stream_response(oct_server *s, struct MHD_Connection *mc, srv_job *j,
+                                       uint64_t group)
+{
+    stream *sm = calloc(1, sizeof *sm);
+    struct MHD_Response *r =
+        sm ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sm, stream_free)
+           : NULL;
+    if (!r) {
+        free(sm);
+        cancel_group(s, group);
+        srv_job_unref(j);
+        return MHD_NO;
     }
+    sm->srv = s;
+    sm->mc = mc;
+    sm->job = j;
+    sm->group = group;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Blocks until every choice is done (cancelling them when the client hangs
+ * up), then answers. */
+static enum MHD_Result wait_answer(oct_server *s, struct MHD_Connection *mc, srv_job *j,
+                                   uint64_t group)
+{
     pthread_mutex_lock(&j->mu);
     bool cancelled = false;
     while (j->n_done < j->n_choices) {
@@ -449,6 +470,7 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
             pthread_mutex_lock(&j->mu);
         }
     }
+    srv_error e;
     char *body = NULL;
     int http = 200;
     bool aborted = false;
@@ -470,10 +492,36 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
     srv_metrics_request(s->metrics, cancelled ? HTTP_CLIENT_CLOSED : http, j->n_prompt, gen);
     srv_job_unref(j);
     return send_json(mc, http, body);
-bad:
+}
+
+/* The body is complete: parse, tokenize, check, submit; then stream or
+ * wait for the answer. */
+static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_kind kind,
+                                const conn *c)
+{
+    srv_request req;
+    srv_error e;
+    if (!srv_request_parse(c->body ? c->body : "", c->len, kind, &s->lim, &req, &e))
+        return send_error(s, mc, &e);
+    oct_token_ids ids = {0};
+    bool ok = true;
+    if (req.model && strcmp(req.model, s->model_name) != 0) {
+        srv_error_set(&e, 404, "NotFoundError", "model", "The model `%s` does not exist.",
+                      req.model);
+        ok = false;
+    }
+    ok = ok && encode_prompt(s, kind, &req, &ids, &e) && check_prompt(s, kind, &req, &ids, &e);
+    uint64_t group = 0;
+    srv_job *j = ok ? new_job(s, &req, &ids, &group, &e) : NULL;
     oct_token_ids_free(&ids);
     srv_request_free(&req);
-    return send_error(s, mc, &e);
+    if (!j)
+        return send_error(s, mc, &e);
+    if (!submit_job(s, j, group, &e)) {
+        srv_job_unref(j);
+        return send_error(s, mc, &e);
+    }
+    return j->req.stream ? stream_response(s, mc, j, group) : wait_answer(s, mc, j, group);
 }
 
 /* ------------------------------------------------------------- routing */

@@ -15,8 +15,11 @@ srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *mod
                      int32_t *prompt_ids, int64_t n_prompt, uint64_t serial)
 {
     srv_job *j = oct_calloc(1, sizeof *j);
-    if (!j)
+    if (!j) {
+        oct_free(prompt_ids);
+        srv_request_free(req);
         return NULL;
+    }
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;

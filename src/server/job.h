@@ -62,7 +62,7 @@ typedef struct srv_job {
     void *on_free_user;
 } srv_job;
 
-/* Takes ownership of *req (zeroed) and of prompt_ids. */
+/* Takes ownership of *req (zeroed) and of prompt_ids, also when it fails (NULL). */
 srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *model_name,
                      int32_t *prompt_ids, int64_t n_prompt, uint64_t serial);
 void srv_job_ref(srv_job *j);
