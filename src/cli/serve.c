@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
+#include "server/server.h"
 
 static void usage(FILE *f)
 {
@@ -32,7 +33,13 @@ static void usage(FILE *f)
             "                              max-num-seqs full-length sequences)\n"
             "  --max-waiting N             queued sequences before 503 (default 1024)\n"
             "  --max-connections N         concurrent connections (default 256)\n"
-            "  --idle-timeout S            close idle connections after S s (default 60)\n"
+            "  --idle-timeout S            close a connection where nothing moves for S s\n"
+            "                              (default 60)\n"
+            "  --request-header-timeout S  request line + headers within S s of the\n"
+            "                              connection (default 10)\n"
+            "  --request-body-timeout S    the body within S s of the headers (default 60)\n"
+            "  --request-body-min-rate B   bytes/s a body averages after its first second\n"
+            "                              (default 1024; 0 = no minimum)\n"
             "  --max-body-bytes N          request body limit (default 4194304)\n"
             "  --max-header-bytes N        request header limit (default 16384)\n"
             "  --max-json-depth N          JSON nesting limit (default 32)\n"
@@ -84,6 +91,19 @@ static long long num(const char *flag, const char *v, long long lo)
     return x;
 }
 
+/* A number > 0 (>= 0 with zero_ok): seconds or bytes/s; -1 when bad. */
+static double seconds(const char *flag, const char *v, bool zero_ok)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == 0 || *end != 0 || !(x >= 0) || (!zero_ok && x == 0) || x > 1e9) {
+        fprintf(stderr, "octet serve: %s needs a number %s 0 (got '%s')\n", flag,
+                zero_ok ? ">=" : ">", v);
+        return -1;
+    }
+    return x;
+}
+
 int cli_serve(int argc, char **argv)
 {
     model_args ma;
@@ -93,6 +113,8 @@ int cli_serve(int argc, char **argv)
     oct_server_opts_default(&so);
     so.api_key = getenv("OCTET_API_KEY");
     double grace = 5.0;
+    srv_deadlines dl;
+    srv_deadlines_default(&dl);
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, argc, argv, &i, "serve");
         if (r < 0)
@@ -129,6 +151,15 @@ int cli_serve(int argc, char **argv)
             so.allowed_hosts = v;
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);
+        } else if (strcmp(f, "--request-header-timeout") == 0) {
+            if ((dl.header_timeout_s = seconds(f, v, false)) < 0)
+                return 2;
+        } else if (strcmp(f, "--request-body-timeout") == 0) {
+            if ((dl.body_timeout_s = seconds(f, v, false)) < 0)
+                return 2;
+        } else if (strcmp(f, "--request-body-min-rate") == 0) {
+            if ((dl.body_min_rate = seconds(f, v, true)) < 0)
+                return 2;
         } else {
             static const struct {
                 const char *flag;
@@ -198,7 +229,7 @@ int cli_serve(int argc, char **argv)
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }
-    if (oct_server_create(m, tok, ma.model, &so, &srv, &err) != OCT_OK) {
+    if (srv_server_create(m, tok, ma.model, &so, &dl, &srv, &err) != OCT_OK) {
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }
