@@ -2,15 +2,17 @@
  * (see gate.h).
  *
  * Headers are read with MSG_PEEK into one buffer of max_header_bytes + 1
- * bytes, on every edge of an edge-triggered epoll set: a connection costs
- * its socket and one small record until its headers are complete.  Their
+ * bytes, on the edges of an edge-triggered epoll set (see worth_a_look): a
+ * connection costs its socket and one small record until its headers are
+ * complete.  Their
  * end is the first empty line (LF or CRLF) after the request line; the
  * Content-Length values (with any folded continuation) must be digits
  * that fit 64 bits, as libmicrohttpd will parse them.
  *
  * The gate thread also runs the clock: every TICK_MS it expires waiting
- * connections (oldest first: they are kept in accept order), checks the
- * slots' deadlines and polls the watched slots for a hang-up. */
+ * connections (kept in accept order: the head is the one to evict), looks
+ * at their new bytes, checks the slots' deadlines and polls the watched
+ * slots for a hang-up. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -22,6 +24,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,7 +46,8 @@
 typedef struct gconn {
     int fd;
     double t_accept, t_last; /* the accept, the last new bytes */
-    size_t n_seen;           /* bytes peeked so far */
+    size_t n_seen;           /* bytes buffered in the socket, as last seen */
+    size_t n_peeked;         /* bytes the last peek looked at */
     struct sockaddr_storage addr;
     socklen_t addr_len;
     struct gconn *prev, *next;
@@ -276,9 +280,34 @@ static bool is_probe(const char *b, size_t n)
     return false;
 }
 
-/* New bytes (or a hang-up) on a waiting connection. */
-static void gconn_ready(srv_gate *g, gconn *c, uint32_t events)
+/* Whether to peek now.  A peek copies from the first byte, so a client
+ * that sends its headers a byte at a time is looked at when its buffered
+ * bytes double and on the clock's tick, not on every byte (which would cost
+ * the square of the header size). */
+static bool worth_a_look(const srv_gate *g, gconn *c, bool hup, bool force)
 {
+    int avail = 0;
+    if (ioctl(c->fd, FIONREAD, &avail) != 0 || avail < 0)
+        return true;
+    size_t n = (size_t)avail;
+    if (n > c->n_seen) {
+        c->n_seen = n;
+        c->t_last = mono_s();
+    }
+    if (hup)
+        return true;
+    if (n == c->n_peeked)
+        return false;
+    return force || c->n_peeked == 0 || n >= 2 * c->n_peeked || n > g->o.max_header_bytes;
+}
+
+/* New bytes (or a hang-up) on a waiting connection; force: look at any new
+ * byte (the tick). */
+static void gconn_ready(srv_gate *g, gconn *c, uint32_t events, bool force)
+{
+    bool hup = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    if (!worth_a_look(g, c, hup, force))
+        return;
     size_t cap = g->o.max_header_bytes + 1;
     ssize_t n = recv(c->fd, g->peek, cap, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -287,10 +316,8 @@ static void gconn_ready(srv_gate *g, gconn *c, uint32_t events)
         drop_gconn(g, c, NOT_COUNTED, 0, NULL, NULL);
         return;
     }
-    if (n > 0 && (size_t)n > c->n_seen) {
-        c->n_seen = (size_t)n;
-        c->t_last = mono_s();
-    }
+    if (n > 0)
+        c->n_peeked = (size_t)n;
     size_t end = n > 0 ? header_end(g->peek, (size_t)n) : 0;
     if (end && !lengths_ok(g->peek, end)) {
         drop_gconn(g, c, SRV_DROP_BAD_HEADER, 400, "Bad Request", "invalid Content-Length header");
@@ -309,7 +336,7 @@ static void gconn_ready(srv_gate *g, gconn *c, uint32_t events)
                    "the request headers are too large");
         return;
     }
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+    if (hup)
         drop_gconn(g, c, NOT_COUNTED, 0, NULL, NULL);
 }
 
@@ -351,7 +378,7 @@ static void admit(srv_gate *g, int fd, const struct sockaddr_storage *addr, sock
     g->n_wait++;
     pthread_mutex_unlock(&g->mu);
     /* Headers that came with the connection raise no later edge. */
-    gconn_ready(g, c, 0);
+    gconn_ready(g, c, 0, false);
 }
 
 static void set_listening(srv_gate *g, bool on)
@@ -383,7 +410,8 @@ static void accept_all(srv_gate *g)
 
 /* -------------------------------------------------------------- the clock */
 
-static void expire_waiting(srv_gate *g, double now)
+/* Waiting connections: the deadlines, then a look at any new bytes. */
+static void tick_waiting(srv_gate *g, double now)
 {
     double idle = g->o.idle_timeout_s;
     for (gconn *c = g->head, *next; c; c = next) {
@@ -391,6 +419,8 @@ static void expire_waiting(srv_gate *g, double now)
         if (now - c->t_accept > g->o.header_timeout_s || (idle > 0 && now - c->t_last > idle))
             drop_gconn(g, c, SRV_DROP_HEADER_TIMEOUT, 408, "Request Timeout",
                        "the request headers did not arrive in time");
+        else
+            gconn_ready(g, c, 0, true);
     }
 }
 
@@ -471,7 +501,7 @@ static void *gate_main(void *arg)
             if (ev[i].data.ptr == &g->lfd)
                 listen_ready = true;
             else
-                gconn_ready(g, ev[i].data.ptr, ev[i].events);
+                gconn_ready(g, ev[i].data.ptr, ev[i].events, false);
         }
         /* After the batch: an eviction frees a connection the batch may name. */
         if (listen_ready)
@@ -481,7 +511,7 @@ static void *gate_main(void *arg)
             set_listening(g, true);
         if (now - g->last_tick >= TICK_MS / 1000.0) {
             g->last_tick = now;
-            expire_waiting(g, now);
+            tick_waiting(g, now);
             tick_slots(g, now);
         }
     }
