@@ -33,6 +33,9 @@
 
 #define TICK_MS 50
 #define N_EVENTS 64
+/* Accepts per turn of the loop: a flood of connections still leaves the
+ * waiting ones and the clock their turn. */
+#define ACCEPT_BATCH 256
 /* After EMFILE / ENFILE the listening socket rests this long. */
 #define ACCEPT_PAUSE_S 0.1
 /* Input drained after an error reply so that close() sends FIN, not RST. */
@@ -388,9 +391,9 @@ static void set_listening(srv_gate *g, bool on)
     g->listening = on;
 }
 
-static void accept_all(srv_gate *g)
+static void accept_some(srv_gate *g)
 {
-    for (;;) {
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
         struct sockaddr_storage a;
         socklen_t alen = sizeof a;
         int fd = accept4(g->lfd, (struct sockaddr *)&a, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -505,7 +508,7 @@ static void *gate_main(void *arg)
         }
         /* After the batch: an eviction frees a connection the batch may name. */
         if (listen_ready)
-            accept_all(g);
+            accept_some(g);
         double now = mono_s();
         if (!g->listening && now >= g->resume_at)
             set_listening(g, true);
