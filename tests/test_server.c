@@ -957,18 +957,18 @@ static void test_framing(void)
     n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n%s",
                  bl, bl, b);
     expect_raw("the same Content-Length twice", req, (size_t)n, 200);
-    /* Rejected by libmicrohttpd before the handler runs; 0.9.75 writes its
-     * 400's header twice (fixed upstream), which this build cannot change. */
-    n = snprintf(req, sizeof req, POST_HEAD "Content-Length: 3x\r\n\r\n%s", b);
+    /* Content-Length values libmicrohttpd cannot parse: 400 from the gate,
+     * answered once (libmicrohttpd 0.9.75 writes its own 400's header twice). */
+    static const char *const bad_len[] = {"3x", "", "-1", "99999999999999999999", "1 2"};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(bad_len); i++) {
+        n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %s\r\n\r\n%s", bad_len[i], b);
+        char what[64];
+        snprintf(what, sizeof what, "Content-Length '%s'", bad_len[i]);
+        expect_raw(what, req, (size_t)n, 400);
+    }
+    n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %zu\r\n 7\r\n\r\n%s", bl, b);
+    expect_raw("a folded Content-Length", req, (size_t)n, 400);
     resp r;
-    int n_status = 0;
-    CHECK(raw_http(g_a.port, req, (size_t)n, 20, &r, &n_status) && r.status == 400);
-    if (strcmp(MHD_get_version(), "0.9.75") > 0)
-        CHECKF(n_status == 1, "invalid Content-Length: %d status lines", n_status);
-    else if (n_status != 1)
-        printf("note: libmicrohttpd %s answers an invalid Content-Length with its header twice\n",
-               MHD_get_version());
-    resp_free(&r);
     /* Chunked bodies: within the limit, past it (413 once it ends), far
      * past it (closed unanswered; the server goes on). */
     size_t len;
