@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1564,6 +1565,78 @@ static void test_slowloris(void)
     CHECK_EQ_INT(metric(g_e.port, "octet_http_connections") >= 0, 1);
 }
 
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+        return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return -1;
+}
+
+/* Headers sent one byte per segment, as fast as the client can: each such
+ * connection gets 400 after a few dozen pieces (a socket full of one-byte
+ * segments is costly to peek), and the server spends little CPU on them. */
+static void test_tiny_pieces(void)
+{
+    REQUIRE(g_e_up);
+    enum { N_TINY = 50 };
+    static loris L[N_TINY];
+    static struct pollfd pf[N_TINY];
+    double cpu0 = cpu_s(g_e.pid), t0 = now_s();
+    int open_left = 0;
+    for (int i = 0; i < N_TINY; i++) {
+        L[i] = (loris){dial(g_e.port), false, now_s(), 0, 0};
+        if (L[i].fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(L[i].fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        send_all(L[i].fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ", 44);
+        open_left++;
+    }
+    long sent = 0;
+    while (open_left > 0 && now_s() - t0 < 5) {
+        nfds_t n = 0;
+        for (int i = 0; i < N_TINY; i++)
+            if (L[i].fd >= 0) {
+                sent += send(L[i].fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+                pf[n++] = (struct pollfd){L[i].fd, POLLIN, 0};
+            }
+        if (poll(pf, n, 1) <= 0)
+            continue;
+        double now = now_s();
+        for (int i = 0, k = 0; i < N_TINY; i++)
+            if (L[i].fd >= 0 && pf[k++].revents) {
+                loris_read(&L[i], now);
+                open_left -= L[i].fd < 0;
+            }
+    }
+    double cpu = cpu_s(g_e.pid) - cpu0, longest = 0;
+    int n400 = 0;
+    for (int i = 0; i < N_TINY; i++) {
+        n400 += L[i].status == 400;
+        if (L[i].fd >= 0)
+            close(L[i].fd);
+        else if (L[i].t_end - L[i].t_open > longest)
+            longest = L[i].t_end - L[i].t_open;
+    }
+    double lat = probe_health(g_e.port);
+    printf("note: %d connections sending one-byte segments (%ld sent): %d got 400, the longest "
+           "lasted %.2f s; server CPU %.2f s; /health then %.1f ms\n",
+           N_TINY, sent, n400, longest, cpu, lat * 1e3);
+    CHECKF(n400 == N_TINY && open_left == 0, "%d of %d refused, %d open", n400, N_TINY, open_left);
+    CHECKF(longest < 2.0, "held %.2f s", longest);
+    CHECKF(cpu >= 0 && cpu < 1.0, "server CPU %.2f s", cpu);
+    CHECK(lat >= 0 && lat < 1.0);
+}
+
 static int n_threads(pid_t pid)
 {
     char path[64], line[256];
@@ -1771,6 +1844,7 @@ int main(void)
     RUN(test_start_e);
     RUN(test_slowloris);
     RUN(test_slow_body);
+    RUN(test_tiny_pieces);
     RUN(test_many_streams);
     if (g_e_up)
         CHECK_EQ_INT(server_stop(&g_e), 0);

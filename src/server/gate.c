@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <linux/sock_diag.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +39,19 @@
 #define ACCEPT_BATCH 256
 /* After EMFILE / ENFILE the listening socket rests this long. */
 #define ACCEPT_PAUSE_S 0.1
+/* Peeks a waiting connection gets at once (see worth_a_look). */
+#define EAGER_PEEKS 8
+#define SLOW_PEEK_S 1.0
+/* Headers in tiny pieces are refused: no client sends them so, and a
+ * socket holding thousands of one-byte segments costs the kernel the square
+ * of their number to peek.  Seen two ways: TINY_PIECES edges averaging
+ * under TINY_BYTES bytes, or buffered segments taking over TINY_RMEM bytes
+ * of memory, TINY_OVERHEAD times the bytes they hold (SO_MEMINFO; the
+ * edges can merge when the gate is busy, the segments do not). */
+#define TINY_PIECES 32
+#define TINY_BYTES 32
+#define TINY_RMEM (64 * 1024)
+#define TINY_OVERHEAD 64
 /* Input drained after an error reply so that close() sends FIN, not RST. */
 #define DRAIN_BYTES 65536
 /* Connections the gate takes beyond max_connections when every slot is
@@ -48,9 +62,11 @@
 
 typedef struct gconn {
     int fd;
-    double t_accept, t_last; /* the accept, the last new bytes */
-    size_t n_seen;           /* bytes buffered in the socket, as last seen */
-    size_t n_peeked;         /* bytes the last peek looked at */
+    double t_accept, t_last;    /* the accept, the last new bytes */
+    size_t n_seen;              /* bytes buffered in the socket, as last seen */
+    size_t n_peeked;            /* bytes the last peek looked at */
+    unsigned n_peeks, n_pieces; /* peeks made; edges with new bytes */
+    double t_peek;              /* the last peek */
     struct sockaddr_storage addr;
     socklen_t addr_len;
     struct gconn *prev, *next;
@@ -283,11 +299,12 @@ static bool is_probe(const char *b, size_t n)
     return false;
 }
 
-/* Whether to peek now.  A peek copies from the first byte, so a client
- * that sends its headers a byte at a time is looked at when its buffered
- * bytes double and on the clock's tick, not on every byte (which would cost
- * the square of the header size). */
-static bool worth_a_look(const srv_gate *g, gconn *c, bool hup, bool force)
+/* Whether to peek now.  A peek copies from the first byte and walks every
+ * segment the socket holds, so a client that sends its headers in many
+ * small pieces is looked at on its first EAGER_PEEKS new pieces, then when
+ * its buffered bytes double, and at most every SLOW_PEEK_S on the tick: not
+ * on every piece (which would cost the square of the header size). */
+static bool worth_a_look(const srv_gate *g, gconn *c, bool hup, bool tick)
 {
     int avail = 0;
     if (ioctl(c->fd, FIONREAD, &avail) != 0 || avail < 0)
@@ -296,21 +313,47 @@ static bool worth_a_look(const srv_gate *g, gconn *c, bool hup, bool force)
     if (n > c->n_seen) {
         c->n_seen = n;
         c->t_last = mono_s();
+        c->n_pieces += !tick;
     }
     if (hup)
         return true;
     if (n == c->n_peeked)
         return false;
-    return force || c->n_peeked == 0 || n >= 2 * c->n_peeked || n > g->o.max_header_bytes;
+    if (n >= 2 * c->n_peeked || n > g->o.max_header_bytes || c->n_peeks < EAGER_PEEKS)
+        return true;
+    return tick && mono_s() - c->t_peek >= SLOW_PEEK_S;
 }
 
-/* New bytes (or a hang-up) on a waiting connection; force: look at any new
- * byte (the tick). */
-static void gconn_ready(srv_gate *g, gconn *c, uint32_t events, bool force)
+static bool tiny_edges(const gconn *c)
+{
+    return c->n_pieces >= TINY_PIECES && c->n_seen < (size_t)c->n_pieces * TINY_BYTES;
+}
+
+static bool tiny_segments(const gconn *c)
+{
+    uint32_t mem[SK_MEMINFO_VARS];
+    socklen_t len = sizeof mem;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_MEMINFO, mem, &len) != 0 ||
+        len < sizeof mem[0] * (SK_MEMINFO_RMEM_ALLOC + 1))
+        return false;
+    size_t rmem = mem[SK_MEMINFO_RMEM_ALLOC];
+    return rmem > TINY_RMEM && rmem / TINY_OVERHEAD > c->n_seen;
+}
+
+/* New bytes (or a hang-up) on a waiting connection, or the tick. */
+static void gconn_ready(srv_gate *g, gconn *c, uint32_t events, bool tick)
 {
     bool hup = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
-    if (!worth_a_look(g, c, hup, force))
+    bool look = worth_a_look(g, c, hup, tick);
+    if (tiny_edges(c) || (look && tiny_segments(c))) {
+        drop_gconn(g, c, SRV_DROP_BAD_HEADER, 400, "Bad Request",
+                   "the request headers came in too many small pieces");
         return;
+    }
+    if (!look)
+        return;
+    c->n_peeks++;
+    c->t_peek = mono_s();
     size_t cap = g->o.max_header_bytes + 1;
     ssize_t n = recv(c->fd, g->peek, cap, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))

@@ -10,8 +10,9 @@
  * connection evicts the one that has waited longest for its headers (503)
  * when the waiting ones fill the free slots.  When every slot is handed
  * over, a few more may wait, and only GET /health and GET /metrics pass;
- * other requests get 503.  Headers with a malformed Content-Length get 400
- * here, oversized ones 431.  The rest are handed to libmicrohttpd.
+ * other requests get 503.  Headers with a malformed Content-Length, or
+ * sent in tiny pieces, get 400 here, oversized ones 431.  The rest are
+ * handed to libmicrohttpd.
  *
  * A handed-over connection is a slot, tracked from libmicrohttpd's
  * connection callbacks: the same thread shuts down a slot whose body misses
