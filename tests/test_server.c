@@ -8,15 +8,19 @@
  * client, graceful SIGTERM).  Server B: the default kernels (every CPU path
  * is batch-invariant, tests/test_gemm_batch.c) and a KV pool too small for all
  * sequences, so 32 parallel streams are batched and preempted, and must still
- * equal the same requests run one at a time. */
+ * equal the same requests run one at a time.  Server E: short deadlines
+ * and 256 slots for the slow-client tests (a 1000-connection slowloris,
+ * slow bodies) and 300 concurrent streams. */
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -118,6 +122,8 @@ static int server_stop(server *s)
         pid_t r = waitpid(s->pid, &st, WNOHANG);
         if (r == s->pid) {
             s->pid = 0;
+            if (WIFSIGNALED(st))
+                printf("note: the server died of signal %d\n", WTERMSIG(st));
             return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
         }
         usleep(20000);
@@ -550,7 +556,10 @@ static void test_streaming(void)
     int ev;
     char *full = choice_text(&a, 0), *st = sse_text(&b, &done, &ev);
     CHECK(done);
-    CHECKF(ev >= 3, "%d events", ev);
+    /* Text events plus the usage event; tokens that are ready together when
+     * the connection wakes share an event (as vLLM merges the outputs a slow
+     * consumer has not taken yet). */
+    CHECKF(ev >= 2, "%d events", ev);
     CHECKF(full && strcmp(full, st) == 0, "'%s' vs '%s'", full ? full : "", st);
     CHECKF(strstr(b.body, "\"usage\":{\"prompt_tokens\"") != NULL, "no usage chunk");
     CHECKF(strstr(b.body, "\"finish_reason\":\"") != NULL, "no finish_reason");
@@ -773,15 +782,17 @@ static void test_limits(void)
            buf);
     close(fd);
     free(h);
-    /* A slow client that never finishes its headers is dropped after the
-     * idle timeout (1 s). */
+    /* A slow client that never finishes its headers is dropped (408) after
+     * the idle timeout (1 s). */
     fd = dial(g_a.port);
     REQUIRE(fd >= 0);
     send_all(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n", 39);
     double t0 = now_s();
-    rn = recv(fd, buf, sizeof buf, 0);
+    rn = recv(fd, buf, sizeof buf - 1, 0);
     double dt = now_s() - t0;
-    CHECKF(rn <= 0 && dt < 10, "slow client: recv %zd after %.1f s", rn, dt);
+    buf[rn > 0 ? rn : 0] = 0;
+    CHECKF((rn <= 0 || strncmp(buf, "HTTP/1.1 408", 12) == 0) && dt > 0.5 && dt < 5,
+           "slow client: recv %zd after %.1f s: %.20s", rn, dt, buf);
     close(fd);
     /* Still serving. */
     REQUIRE(http(g_a.port, "GET", "/health", NULL, NULL, &r));
@@ -947,18 +958,18 @@ static void test_framing(void)
     n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n%s",
                  bl, bl, b);
     expect_raw("the same Content-Length twice", req, (size_t)n, 200);
-    /* Rejected by libmicrohttpd before the handler runs; 0.9.75 writes its
-     * 400's header twice (fixed upstream), which this build cannot change. */
-    n = snprintf(req, sizeof req, POST_HEAD "Content-Length: 3x\r\n\r\n%s", b);
+    /* Content-Length values libmicrohttpd cannot parse: 400 from the gate,
+     * answered once (libmicrohttpd 0.9.75 writes its own 400's header twice). */
+    static const char *const bad_len[] = {"3x", "", "-1", "99999999999999999999", "1 2"};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(bad_len); i++) {
+        n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %s\r\n\r\n%s", bad_len[i], b);
+        char what[64];
+        snprintf(what, sizeof what, "Content-Length '%s'", bad_len[i]);
+        expect_raw(what, req, (size_t)n, 400);
+    }
+    n = snprintf(req, sizeof req, POST_HEAD "Content-Length: %zu\r\n 7\r\n\r\n%s", bl, b);
+    expect_raw("a folded Content-Length", req, (size_t)n, 400);
     resp r;
-    int n_status = 0;
-    CHECK(raw_http(g_a.port, req, (size_t)n, 20, &r, &n_status) && r.status == 400);
-    if (strcmp(MHD_get_version(), "0.9.75") > 0)
-        CHECKF(n_status == 1, "invalid Content-Length: %d status lines", n_status);
-    else if (n_status != 1)
-        printf("note: libmicrohttpd %s answers an invalid Content-Length with its header twice\n",
-               MHD_get_version());
-    resp_free(&r);
     /* Chunked bodies: within the limit, past it (413 once it ends), far
      * past it (closed unanswered; the server goes on). */
     size_t len;
@@ -1385,6 +1396,393 @@ static void test_non_loopback_bind(void)
     CHECKF(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "--allowed-hosts 'a,,b': %d", rc);
 }
 
+/* ---------------------------------------------------------------- server E */
+
+/* Short deadlines, 256 connection slots: the slow-client tests. */
+#define E_HEADER_S 1.5
+#define E_BODY_S 2.0
+#define E_MIN_RATE 100
+
+static server g_e;
+static bool g_e_up;
+
+static void test_start_e(void)
+{
+    static const char *const args[] = {"--max-connections",
+                                       "256",
+                                       "--request-header-timeout",
+                                       "1.5",
+                                       "--request-body-timeout",
+                                       "2",
+                                       "--request-body-min-rate",
+                                       "100",
+                                       "--idle-timeout",
+                                       "30",
+                                       NULL};
+    REQUIRE(server_start(&g_e, "test_server_e", args));
+    g_e_up = true;
+}
+
+/* octet_http_connections_dropped_total{reason=...}; -1: not found. */
+static double dropped(int port, const char *reason)
+{
+    resp r;
+    double v = -1;
+    char key[64];
+    snprintf(key, sizeof key, "reason=\"%s\"} ", reason);
+    if (http(port, "GET", "/metrics", NULL, NULL, &r) && r.status == 200) {
+        const char *p = strstr(r.body, "\noctet_http_connections_dropped_total{");
+        const char *k = p ? strstr(p, key) : NULL;
+        if (k)
+            v = strtod(k + strlen(key), NULL);
+    }
+    resp_free(&r);
+    return v;
+}
+
+typedef struct loris {
+    int fd;
+    bool silent;   /* sends nothing after connecting */
+    double t_open; /* when it connected */
+    double t_end;  /* when the server closed it; 0: still open */
+    int status;    /* of the answer before the close; 0: none */
+} loris;
+
+/* Reads what the server sent a slow client; records the status and the close. */
+static void loris_read(loris *l, double now)
+{
+    char buf[512];
+    ssize_t n = recv(l->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+    if (n > 0) {
+        buf[n] = 0;
+        if (!l->status && strncmp(buf, "HTTP/1.1 ", 9) == 0)
+            l->status = atoi(buf + 9);
+        return;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        l->t_end = now;
+        close(l->fd);
+        l->fd = -1;
+    }
+}
+
+/* One GET /health; its latency in seconds, or -1 when it was not a 200. */
+static double probe_health(int port)
+{
+    double t0 = now_s();
+    resp r;
+    bool ok = http(port, "GET", "/health", NULL, NULL, &r) && r.status == 200;
+    resp_free(&r);
+    return ok ? now_s() - t0 : -1;
+}
+
+/* 1000 slow clients (slowloris) against 256 slots: half send a header byte
+ * every 200 ms and never finish, half send nothing.  /health must answer
+ * throughout; each slow client is evicted (503) by a newer connection or
+ * dropped (408) at the header deadline, and none outlives it. */
+static void test_slowloris(void)
+{
+    REQUIRE(g_e_up);
+    enum { N_LORIS = 1000 };
+    static loris L[N_LORIS];
+    static struct pollfd pf[N_LORIS];
+    double evicted0 = dropped(g_e.port, "evicted"), late0 = dropped(g_e.port, "header_timeout");
+    double t0 = now_s(), worst = 0;
+    int probes = 0, failed = 0, opened = 0;
+    for (int i = 0; i < N_LORIS; i++) {
+        L[i] = (loris){dial(g_e.port), i % 2 == 1, now_s(), 0, 0};
+        if (L[i].fd < 0) {
+            L[i].t_end = L[i].t_open;
+            continue;
+        }
+        opened++;
+        if (!L[i].silent)
+            send_all(L[i].fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n", 39);
+        if (i % 100 == 99) { /* /health while the connections pile up */
+            double lat = probe_health(g_e.port);
+            probes++;
+            failed += lat < 0;
+            worst = lat > worst ? lat : worst;
+        }
+    }
+    double t_dial = now_s() - t0, next_byte = now_s(), next_probe = now_s();
+    int open_left = opened;
+    while (open_left > 0 && now_s() - t0 < E_HEADER_S + t_dial + 3) {
+        double now = now_s();
+        if (now >= next_byte) {
+            for (int i = 0; i < N_LORIS; i++)
+                if (L[i].fd >= 0 && !L[i].silent)
+                    send(L[i].fd, "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            next_byte = now + 0.2;
+        }
+        if (now >= next_probe) {
+            double lat = probe_health(g_e.port);
+            probes++;
+            failed += lat < 0;
+            worst = lat > worst ? lat : worst;
+            next_probe = now_s() + 0.05;
+        }
+        nfds_t n = 0;
+        for (int i = 0; i < N_LORIS; i++)
+            if (L[i].fd >= 0)
+                pf[n++] = (struct pollfd){L[i].fd, POLLIN, 0};
+        if (poll(pf, n, 10) <= 0)
+            continue;
+        now = now_s();
+        for (int i = 0, k = 0; i < N_LORIS; i++)
+            if (L[i].fd >= 0 && pf[k++].revents) {
+                loris_read(&L[i], now);
+                open_left -= L[i].fd < 0;
+            }
+    }
+    int n408 = 0, n503 = 0, still = 0;
+    double longest = 0;
+    for (int i = 0; i < N_LORIS; i++) {
+        n408 += L[i].status == 408;
+        n503 += L[i].status == 503;
+        if (L[i].fd >= 0) {
+            still++;
+            close(L[i].fd);
+        } else if (L[i].t_end - L[i].t_open > longest) {
+            longest = L[i].t_end - L[i].t_open;
+        }
+    }
+    double ev = dropped(g_e.port, "evicted") - evicted0;
+    double late = dropped(g_e.port, "header_timeout") - late0;
+    printf("note: slowloris %d connections (%.2f s to open) against 256 slots: /health %d/%d ok, "
+           "slowest %.1f ms; %d evicted (503), %d past the %.1f s header deadline (408), "
+           "longest held %.2f s, %d still open\n",
+           opened, t_dial, probes - failed, probes, worst * 1e3, n503, n408, E_HEADER_S, longest,
+           still);
+    CHECKF(opened == N_LORIS, "%d of %d connections opened", opened, N_LORIS);
+    CHECKF(failed == 0 && probes >= 20, "/health failed %d of %d times", failed, probes);
+    CHECKF(worst < 1.0, "/health took %.2f s", worst);
+    CHECKF(still == 0, "%d slow clients still open", still);
+    CHECKF(longest < E_HEADER_S + 1.0, "a slow client was held %.2f s", longest);
+    CHECKF(n503 + n408 == N_LORIS, "answered %d + %d of %d", n503, n408, N_LORIS);
+    CHECKF(n503 >= N_LORIS - 256 && n408 > 0, "%d evicted, %d timed out", n503, n408);
+    CHECKF(ev == n503 && late == n408, "metrics: %.0f evicted, %.0f timed out", ev, late);
+    CHECK_EQ_INT(metric(g_e.port, "octet_http_connections") >= 0, 1);
+}
+
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+        return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return -1;
+}
+
+/* Headers sent one byte per segment, as fast as the client can: each such
+ * connection gets 400 after a few dozen pieces (a socket full of one-byte
+ * segments is costly to peek), and the server spends little CPU on them. */
+static void test_tiny_pieces(void)
+{
+    REQUIRE(g_e_up);
+    enum { N_TINY = 50 };
+    static loris L[N_TINY];
+    static struct pollfd pf[N_TINY];
+    double cpu0 = cpu_s(g_e.pid), t0 = now_s();
+    int open_left = 0;
+    for (int i = 0; i < N_TINY; i++) {
+        L[i] = (loris){dial(g_e.port), false, now_s(), 0, 0};
+        if (L[i].fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(L[i].fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        send_all(L[i].fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ", 44);
+        open_left++;
+    }
+    long sent = 0;
+    while (open_left > 0 && now_s() - t0 < 5) {
+        nfds_t n = 0;
+        for (int i = 0; i < N_TINY; i++)
+            if (L[i].fd >= 0) {
+                sent += send(L[i].fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+                pf[n++] = (struct pollfd){L[i].fd, POLLIN, 0};
+            }
+        if (poll(pf, n, 1) <= 0)
+            continue;
+        double now = now_s();
+        for (int i = 0, k = 0; i < N_TINY; i++)
+            if (L[i].fd >= 0 && pf[k++].revents) {
+                loris_read(&L[i], now);
+                open_left -= L[i].fd < 0;
+            }
+    }
+    double cpu = cpu_s(g_e.pid) - cpu0, longest = 0;
+    int n400 = 0;
+    for (int i = 0; i < N_TINY; i++) {
+        n400 += L[i].status == 400;
+        if (L[i].fd >= 0)
+            close(L[i].fd);
+        else if (L[i].t_end - L[i].t_open > longest)
+            longest = L[i].t_end - L[i].t_open;
+    }
+    double lat = probe_health(g_e.port);
+    printf("note: %d connections sending one-byte segments (%ld sent): %d got 400, the longest "
+           "lasted %.2f s; server CPU %.2f s; /health then %.1f ms\n",
+           N_TINY, sent, n400, longest, cpu, lat * 1e3);
+    CHECKF(n400 == N_TINY && open_left == 0, "%d of %d refused, %d open", n400, N_TINY, open_left);
+    CHECKF(longest < 2.0, "held %.2f s", longest);
+    CHECKF(cpu >= 0 && cpu < 1.0, "server CPU %.2f s", cpu);
+    CHECK(lat >= 0 && lat < 1.0);
+}
+
+static int n_threads(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* 300 streams opened at once over one poll loop against 256 slots: the
+ * ones that get a slot end with [DONE], the rest get 503, /health answers
+ * meanwhile (probes pass a full server), and the server's thread count
+ * does not grow with the connections. */
+static void test_many_streams(void)
+{
+    REQUIRE(g_e_up);
+    enum { N_ST = 300 };
+    static int fd[N_ST];
+    static size_t got[N_ST];
+    static char *buf[N_ST];
+    static struct pollfd pf[N_ST];
+    const char *b = "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"ignore_eos\":true,"
+                    "\"temperature\":0,\"stream\":true}";
+    char req[512];
+    int rn = snprintf(req, sizeof req,
+                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                      strlen(b), b);
+    int threads0 = n_threads(g_e.pid), threads_max = threads0, open_n = 0;
+    for (int i = 0; i < N_ST; i++) {
+        fd[i] = dial(g_e.port);
+        buf[i] = calloc(1, 65536);
+        got[i] = 0;
+        if (fd[i] >= 0) {
+            send_all(fd[i], req, (size_t)rn);
+            open_n++;
+        }
+    }
+    double t0 = now_s(), worst = 0;
+    int probes = 0, failed = 0;
+    while (open_n > 0 && now_s() - t0 < 60) {
+        nfds_t n = 0;
+        for (int i = 0; i < N_ST; i++)
+            if (fd[i] >= 0)
+                pf[n++] = (struct pollfd){fd[i], POLLIN, 0};
+        if (poll(pf, n, 50) > 0)
+            for (int i = 0, k = 0; i < N_ST; i++) {
+                if (fd[i] < 0 || !pf[k++].revents)
+                    continue;
+                ssize_t r = recv(fd[i], buf[i] + got[i], 65535 - got[i], 0);
+                if (r > 0 && got[i] + (size_t)r < 65535) {
+                    got[i] += (size_t)r;
+                    continue;
+                }
+                close(fd[i]);
+                fd[i] = -1;
+                open_n--;
+            }
+        int t = n_threads(g_e.pid);
+        threads_max = t > threads_max ? t : threads_max;
+        if (probes < 20) {
+            double lat = probe_health(g_e.port);
+            probes++;
+            failed += lat < 0;
+            worst = lat > worst ? lat : worst;
+        }
+    }
+    int done = 0, busy = 0;
+    for (int i = 0; i < N_ST; i++) {
+        done += strstr(buf[i], "data: [DONE]") != NULL;
+        busy += strncmp(buf[i], "HTTP/1.1 503", 12) == 0;
+        if (fd[i] >= 0)
+            close(fd[i]);
+        free(buf[i]);
+    }
+    printf("note: %d concurrent streams against 256 slots: %d ended with [DONE], %d got 503, in "
+           "%.2f s; server threads %d -> at most %d; /health %d/%d ok, slowest %.1f ms\n",
+           N_ST, done, busy, now_s() - t0, threads0, threads_max, probes - failed, probes,
+           worst * 1e3);
+    CHECKF(done >= 256 && done + busy == N_ST, "%d streams finished, %d refused", done, busy);
+    CHECKF(failed == 0, "/health failed %d of %d times", failed, probes);
+    CHECKF(threads_max <= threads0 + 2, "threads %d -> %d", threads0, threads_max);
+}
+
+/* Sends the headers of a POST with a `total`-byte body, then `step` bytes
+ * every 100 ms; returns the seconds until the server closed (-1: never, in 8 s). */
+static double dribble_body(size_t total, size_t step)
+{
+    int fd = dial(g_e.port);
+    if (fd < 0)
+        return -1;
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                      total);
+    send_all(fd, head, (size_t)hn);
+    double t0 = now_s(), gone = -1;
+    for (size_t sent = 0; now_s() - t0 < 8;) {
+        if (sent < total) {
+            size_t k = total - sent < step ? total - sent : step;
+            char chunk[256];
+            memset(chunk, ' ', k);
+            if (send(fd, chunk, k, MSG_NOSIGNAL) < 0)
+                break;
+            sent += k;
+        }
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) > 0) {
+            char buf[256];
+            if (recv(fd, buf, sizeof buf, 0) <= 0) {
+                gone = now_s() - t0;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return gone;
+}
+
+/* A body at 10 B/s falls below --request-body-min-rate 100 after its first
+ * second; one at 500 B/s keeps the rate but misses the 2 s body deadline. */
+static void test_slow_body(void)
+{
+    REQUIRE(g_e_up);
+    double rate0 = dropped(g_e.port, "body_rate"), late0 = dropped(g_e.port, "body_timeout");
+    double t_rate = dribble_body(100, 1);
+    double t_late = dribble_body(2000, 50);
+    printf("note: a 10 B/s body was dropped after %.2f s, a 500 B/s one after %.2f s\n", t_rate,
+           t_late);
+    CHECKF(t_rate > 0.9 && t_rate < 2.0, "10 B/s body: %.2f s", t_rate);
+    CHECKF(t_late > E_BODY_S - 0.2 && t_late < E_BODY_S + 1.0, "500 B/s body: %.2f s", t_late);
+    CHECK(dropped(g_e.port, "body_rate") == rate0 + 1);
+    CHECK(dropped(g_e.port, "body_timeout") == late0 + 1);
+    resp r;
+    REQUIRE(http(g_e.port, "POST", "/v1/completions", NULL,
+                 "{\"prompt\":\"Once\",\"max_tokens\":2}", &r));
+    CHECK_EQ_INT(r.status, 200);
+    resp_free(&r);
+}
+
 /* ------------------------------------------------------------ unit level */
 
 static void test_request_parser(void)
@@ -1409,6 +1807,12 @@ static void test_request_parser(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* The slowloris test holds 1000 sockets. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
+        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     const char *b = getenv("BUILD");
     if (b && *b)
         snprintf(g_build, sizeof g_build, "%s", b);
@@ -1437,6 +1841,14 @@ int main(void)
     RUN(test_unauth_uploads);
     RUN(test_abort_at_shutdown);
     RUN(test_non_loopback_bind);
+    RUN(test_start_e);
+    RUN(test_slowloris);
+    RUN(test_slow_body);
+    RUN(test_tiny_pieces);
+    RUN(test_many_streams);
+    if (g_e_up)
+        CHECK_EQ_INT(server_stop(&g_e), 0);
+    g_e_up = false;
     if (g_a_up)
         server_stop(&g_a);
     if (g_c_up)

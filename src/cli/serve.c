@@ -1,12 +1,16 @@
 /* serve.c — `octet serve`: load the model and tokenizer, start the
  * OpenAI-compatible server, wait for SIGINT/SIGTERM, shut down gracefully. */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
+#include "server/server.h"
 
 static void usage(FILE *f)
 {
@@ -29,7 +33,13 @@ static void usage(FILE *f)
             "                              max-num-seqs full-length sequences)\n"
             "  --max-waiting N             queued sequences before 503 (default 1024)\n"
             "  --max-connections N         concurrent connections (default 256)\n"
-            "  --idle-timeout S            close idle connections after S s (default 60)\n"
+            "  --idle-timeout S            close a connection where nothing moves for S s\n"
+            "                              (default 60)\n"
+            "  --request-header-timeout S  request line + headers within S s of the\n"
+            "                              connection (default 10)\n"
+            "  --request-body-timeout S    the body within S s of the headers (default 60)\n"
+            "  --request-body-min-rate B   bytes/s a body averages after its first second\n"
+            "                              (default 1024; 0 = no minimum)\n"
             "  --max-body-bytes N          request body limit (default 4194304)\n"
             "  --max-header-bytes N        request header limit (default 16384)\n"
             "  --max-json-depth N          JSON nesting limit (default 32)\n"
@@ -37,6 +47,36 @@ static void usage(FILE *f)
             "  --shutdown-grace S          seconds in-flight requests get on SIGINT/SIGTERM\n"
             "                              (default 5)\n",
             model_args_usage());
+}
+
+/* SIGINT / SIGTERM write their number here; the main thread reads it.  A
+ * handler, not sigwait alone: threads that libraries start before main
+ * (OpenBLAS's pool) do not block the signals, and one of them taking a
+ * signal that has no handler would end the process unannounced. */
+static int g_signal_fd = -1;
+
+static void on_signal(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(g_signal_fd, &b, 1);
+    (void)r;
+}
+
+/* Installs the handler; returns the read end of its pipe, or -1. */
+static int catch_signals(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    g_signal_fd = p[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return p[0];
 }
 
 /* Positive integer flag value, or -1 (message printed). */
@@ -51,6 +91,19 @@ static long long num(const char *flag, const char *v, long long lo)
     return x;
 }
 
+/* A number > 0 (>= 0 with zero_ok): seconds or bytes/s; -1 when bad. */
+static double seconds(const char *flag, const char *v, bool zero_ok)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == 0 || *end != 0 || !(x >= 0) || (!zero_ok && x == 0) || x > 1e9) {
+        fprintf(stderr, "octet serve: %s needs a number %s 0 (got '%s')\n", flag,
+                zero_ok ? ">=" : ">", v);
+        return -1;
+    }
+    return x;
+}
+
 int cli_serve(int argc, char **argv)
 {
     model_args ma;
@@ -60,6 +113,8 @@ int cli_serve(int argc, char **argv)
     oct_server_opts_default(&so);
     so.api_key = getenv("OCTET_API_KEY");
     double grace = 5.0;
+    srv_deadlines dl;
+    srv_deadlines_default(&dl);
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, argc, argv, &i, "serve");
         if (r < 0)
@@ -96,6 +151,15 @@ int cli_serve(int argc, char **argv)
             so.allowed_hosts = v;
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);
+        } else if (strcmp(f, "--request-header-timeout") == 0) {
+            if ((dl.header_timeout_s = seconds(f, v, false)) < 0)
+                return 2;
+        } else if (strcmp(f, "--request-body-timeout") == 0) {
+            if ((dl.body_timeout_s = seconds(f, v, false)) < 0)
+                return 2;
+        } else if (strcmp(f, "--request-body-min-rate") == 0) {
+            if ((dl.body_min_rate = seconds(f, v, true)) < 0)
+                return 2;
         } else {
             static const struct {
                 const char *flag;
@@ -138,7 +202,13 @@ int cli_serve(int argc, char **argv)
             }
         }
     }
-    /* Signals go to sigwait below: block them before any thread starts. */
+    /* The server's threads start with the signals blocked; the main
+     * thread unblocks them once it waits. */
+    int sig_rd = catch_signals();
+    if (sig_rd < 0) {
+        fprintf(stderr, "octet serve: pipe: %s\n", strerror(errno));
+        return 1;
+    }
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
@@ -159,7 +229,7 @@ int cli_serve(int argc, char **argv)
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }
-    if (oct_server_create(m, tok, ma.model, &so, &srv, &err) != OCT_OK) {
+    if (srv_server_create(m, tok, ma.model, &so, &dl, &srv, &err) != OCT_OK) {
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }
@@ -169,8 +239,11 @@ int cli_serve(int argc, char **argv)
            v6 ? "]" : "", oct_server_port(srv),
            so.served_model_name ? so.served_model_name : ma.model);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    unsigned char b = 0;
+    while (read(sig_rd, &b, 1) < 0 && errno == EINTR)
+        ;
+    int sig = b;
     fprintf(stderr, "octet serve: %s: shutting down (grace %.1f s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", grace);
     oct_server_shutdown(srv, grace);

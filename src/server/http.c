@@ -1,13 +1,17 @@
-/* http.c — the HTTP front end (GNU libmicrohttpd, one thread per connection)
- * and the oct_server API.
+/* http.c — the HTTP front end (GNU libmicrohttpd) and the oct_server API.
  *
- * Each connection thread reads and validates its request, tokenizes, submits
- * the choices to the scheduler and then waits on the job: non-streaming
- * requests block in the access handler until every choice is done (so the
- * status code can still report an engine failure); streaming ones return a
- * callback response whose reader blocks for the next SSE events.  Both poll
- * the socket while waiting, so a client that hangs up cancels its
- * sequences within ~50 ms.
+ * The gate (gate.h) accepts every connection and holds it until its
+ * headers are complete; then it goes to one of N_DAEMONS libmicrohttpd
+ * daemons, each one epoll thread that never blocks: a generation request
+ * is validated, tokenized and submitted to the scheduler, and its
+ * connection is suspended whenever it has to wait for the engine.  A
+ * non-streaming request waits for every choice (so the status code can
+ * still report an engine failure); a streaming one returns a callback
+ * response whose reader hands out the SSE events that are ready and
+ * suspends when there are none.  The job's next change resumes the
+ * connection (job.h); the gate watches the socket meanwhile, so a client
+ * that hangs up cancels its sequences within ~50 ms.  Every response
+ * closes its connection: each request's headers pass the gate.
  *
  * Before any body byte is read, the request line and headers are checked:
  * framing (400), Host and Origin (403, guard.h), the endpoint (404), the API
@@ -15,31 +19,37 @@
  * and Content-Type (415).  A response queued then makes libmicrohttpd skip
  * the body.
  *
- * Limits a client controls: header bytes (MHD's per-connection memory pool),
- * body bytes (413), JSON depth, n, max_tokens and prompt length (400),
- * concurrent connections and idle time (MHD options), queued sequences
- * (503). */
+ * Limits a client controls: header bytes (431) and time, body bytes (413),
+ * time and rate (gate.h), JSON depth, n, max_tokens and prompt length (400),
+ * concurrent connections, idle time (MHD's timeout: a client that stops
+ * reading its response), queued sequences (503). */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "core/core.h"
 #include "engine/scheduler.h"
+#include "server/gate.h"
 #include "server/guard.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "server/server.h"
 
 #define WAIT_SLICE_MS 50
+/* libmicrohttpd daemons (one epoll thread each) the gate deals connections to. */
+#define N_DAEMONS 4
+/* At shutdown, after the engine stopped: time for the last answers to go out. */
+#define FLUSH_S 2.0
 /* A chunked body past --max-body-bytes is read on (and dropped) up to this
  * many times the limit so that its 413 can be sent; beyond, the connection
  * is closed unanswered. */
@@ -51,12 +61,15 @@ struct oct_server {
     const oct_model *m;
     const oct_tokenizer *tok;
     oct_server_opts o;
+    srv_deadlines dl;
     char model_name[256];
     int32_t eos[16];
     int n_eos;
     srv_limits lim;
     srv_hosts hosts;
-    struct MHD_Daemon *d;
+    srv_gate *gate;
+    struct MHD_Daemon *d[N_DAEMONS];
+    unsigned next_d; /* gate thread only */
     int port;
     srv_metrics *metrics;
 
@@ -71,19 +84,24 @@ struct oct_server {
 
 typedef enum route { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_CHAT } route;
 
+/* One request (libmicrohttpd's per-request pointer). */
 typedef struct conn {
     oct_server *srv;
+    srv_slot *slot; /* the gate's record of the connection */
     route rt;
     char *body;
     size_t len, cap;
     size_t dropped; /* bytes of a chunked body over the limit read so far */
-    bool too_large;
+    bool too_large, body_done;
+    srv_job *job; /* one reference, from submission to the request's end */
+    uint64_t group;
+    bool streaming, answered, cancelled;
 } conn;
 
 typedef struct stream {
     oct_server *srv;
     struct MHD_Connection *mc;
-    srv_job *job;
+    srv_job *job; /* one reference */
     uint64_t group;
     char *pend;
     size_t pend_len, pend_off;
@@ -108,6 +126,13 @@ void oct_server_opts_default(oct_server_opts *o)
     o->max_n = 16;
 }
 
+void srv_deadlines_default(srv_deadlines *d)
+{
+    d->header_timeout_s = 10;
+    d->body_timeout_s = 60;
+    d->body_min_rate = 1024;
+}
+
 static double now_s(void)
 {
     return oct_sched_now();
@@ -123,19 +148,6 @@ static bool key_equal(const char *given, size_t glen, const char *key)
         diff |= (unsigned char)(g ^ (unsigned char)key[i]);
     }
     return diff == 0;
-}
-
-/* True once the peer closed or reset the connection. */
-static bool client_gone(struct MHD_Connection *mc)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return false;
-    struct pollfd p = {ci->connect_fd, POLLRDHUP, 0};
-    if (poll(&p, 1, 0) <= 0)
-        return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
@@ -157,13 +169,13 @@ static enum MHD_Result send_buf(struct MHD_Connection *mc, int status, const cha
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Connection", "close");
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ret = MHD_queue_response(mc, (unsigned int)status, r);
     MHD_destroy_response(r);
     return ret;
 }
-
 static enum MHD_Result send_json(struct MHD_Connection *mc, int status, char *body)
 {
     if (!body)
@@ -221,19 +233,39 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* ------------------------------------------------------------- waiting */
+
+/* Called by the job with its mutex held: the connection parked on it. */
+static void resume_conn(void *user)
+{
+    MHD_resume_connection(user);
+}
+
+/* From the access handler or the content reader, with j->mu held: the
+ * connection sleeps until the job's next change (or the client's hang-up). */
+static void park(srv_job *j, struct MHD_Connection *mc)
+{
+    MHD_suspend_connection(mc);
+    j->waiting = true;
+}
+
+/* From the gate thread: the client of a job's connection hung up. */
+static void conn_gone(void *user)
+{
+    srv_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    j->gone = true;
+    srv_job_wake(j);
+    pthread_mutex_unlock(&j->mu);
+}
+
 /* ------------------------------------------------------------ streaming */
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     stream *st = cls;
-    for (;;) {
-        if (st->pend_off < st->pend_len) {
-            size_t n = OCT_MIN(max, st->pend_len - st->pend_off);
-            memcpy(buf, st->pend + st->pend_off, n);
-            st->pend_off += n;
-            return (ssize_t)n;
-        }
+    if (st->pend_off == st->pend_len) {
         if (st->finished)
             return MHD_CONTENT_READER_END_OF_STREAM;
         free(st->pend);
@@ -241,18 +273,24 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         st->pend_len = st->pend_off = 0;
         srv_job *j = st->job;
         pthread_mutex_lock(&j->mu);
-        for (;;) {
-            st->finished = srv_job_stream(j, &st->pend, &st->pend_len);
-            if (st->finished || st->pend_len)
-                break;
-            timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
-            if (client_gone(st->mc)) {
-                pthread_mutex_unlock(&j->mu);
-                return MHD_CONTENT_READER_END_WITH_ERROR; /* free callback cancels */
-            }
+        if (j->gone) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* the free callback cancels */
+        }
+        st->finished = srv_job_stream(j, &st->pend, &st->pend_len);
+        if (!st->finished && !st->pend_len) {
+            park(j, st->mc);
+            pthread_mutex_unlock(&j->mu);
+            return 0; /* called again once resumed */
         }
         pthread_mutex_unlock(&j->mu);
+        if (!st->pend_len)
+            return MHD_CONTENT_READER_END_OF_STREAM;
     }
+    size_t n = OCT_MIN(max, st->pend_len - st->pend_off);
+    memcpy(buf, st->pend + st->pend_off, n);
+    st->pend_off += n;
+    return (ssize_t)n;
 }
 
 static void stream_free(void *cls)
@@ -272,183 +310,53 @@ static void stream_free(void *cls)
     free(st);
 }
 
-/* ---------------------------------------------------------- generation */
-
-static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_kind kind,
-                                const conn *c)
+static enum MHD_Result start_stream(oct_server *s, struct MHD_Connection *mc, conn *c)
 {
-    srv_request req;
-    srv_error e;
-    if (!srv_request_parse(c->body ? c->body : "", c->len, kind, &s->lim, &req, &e))
-        return send_error(s, mc, &e);
-    if (req.model && strcmp(req.model, s->model_name) != 0) {
-        srv_error_set(&e, 404, "NotFoundError", "model", "The model `%s` does not exist.",
-                      req.model);
-        srv_request_free(&req);
-        return send_error(s, mc, &e);
+    stream *sm = calloc(1, sizeof *sm);
+    struct MHD_Response *r =
+        sm ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sm, stream_free)
+           : NULL;
+    if (!r) {
+        free(sm);
+        return MHD_NO; /* completed() cancels */
     }
-    /* Prompt -> ids, with generate's encoding rules. */
-    oct_token_ids ids = {0};
-    oct_error err;
-    oct_error_clear(&err);
-    const char *pparam = kind == SRV_CHAT ? "messages" : "prompt";
-    if (kind == SRV_CHAT) {
-        char *text = NULL;
-        size_t tl = 0;
-        if (oct_chat_render_json(s->tok, NULL, req.messages_json, NULL, true, &text, &tl, &err) !=
-                OCT_OK ||
-            oct_tokenizer_encode(s->tok, text, tl, false, &ids, &err) != OCT_OK) {
-            oct_tokenizer_text_free(text);
-            srv_error_set(&e, 400, "invalid_request_error", "messages", "%s", err.message);
-            goto bad;
-        }
-        oct_tokenizer_text_free(text);
-    } else if (req.prompt) {
-        if (oct_tokenizer_encode(s->tok, req.prompt, req.prompt_len, true, &ids, &err) != OCT_OK) {
-            srv_error_set(&e, 400, "invalid_request_error", "prompt", "%s", err.message);
-            goto bad;
-        }
-    } else {
-        ids.ids = req.prompt_ids;
-        ids.n = ids.cap = req.n_prompt_ids;
-        req.prompt_ids = NULL;
-    }
-    int64_t V = oct_model_vocab_size(s->m), mml = s->o.max_model_len;
-    if (ids.n == 0) {
-        srv_error_set(&e, 400, "invalid_request_error", pparam, "the prompt encodes to no tokens");
-        goto bad;
-    }
-    for (int64_t i = 0; i < ids.n; i++)
-        if (ids.ids[i] >= V) {
-            srv_error_set(&e, 400, "invalid_request_error", pparam,
-                          "prompt token id %d is outside the vocabulary (%lld)", ids.ids[i],
-                          (long long)V);
-            goto bad;
-        }
-    if (ids.n >= mml) {
-        srv_error_set(&e, 400, "invalid_request_error", pparam,
-                      "This model's maximum context length is %lld tokens. However, your "
-                      "prompt has %lld tokens.",
-                      (long long)mml, (long long)ids.n);
-        goto bad;
-    }
-    if (req.max_tokens >= 0 && ids.n + req.max_tokens > mml) {
-        srv_error_set(&e, 400, "invalid_request_error", "max_tokens",
-                      "This model's maximum context length is %lld tokens. However, you "
-                      "requested %lld tokens (%lld in the prompt, %lld for the completion).",
-                      (long long)mml, (long long)(ids.n + req.max_tokens), (long long)ids.n,
-                      (long long)req.max_tokens);
-        goto bad;
-    }
-    if (req.max_tokens < 0) /* OpenAI's completions default is 16; chat: up to the limit */
-        req.max_tokens = kind == SRV_COMPLETIONS ? OCT_MIN(16, mml - ids.n) : mml - ids.n;
+    sm->srv = s;
+    sm->mc = mc;
+    sm->job = c->job;
+    sm->group = c->group;
+    srv_job_ref(c->job);
+    c->streaming = true;
+    /* What is ready now (chat's role chunk) goes out before the first token. */
+    pthread_mutex_lock(&c->job->mu);
+    sm->finished = srv_job_stream(c->job, &sm->pend, &sm->pend_len);
+    pthread_mutex_unlock(&c->job->mu);
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
 
-    /* Job: owns req and the ids from here on. */
-    pthread_mutex_lock(&s->mu);
-    uint64_t serial = ++s->serial;
-    pthread_mutex_unlock(&s->mu);
-    bool stream_mode = req.stream;
-    int32_t *pid = oct_malloc((size_t)ids.n * sizeof(int32_t));
-    if (!pid) {
-        srv_error_set(&e, 500, "server_error", "", "out of memory");
-        goto bad;
-    }
-    memcpy(pid, ids.ids, (size_t)ids.n * sizeof(int32_t));
-    int64_t n_prompt = ids.n;
-    oct_token_ids_free(&ids);
-    srv_job *j = srv_job_new(&req, s->tok, s->model_name, pid, n_prompt, serial);
-    if (!j) {
-        oct_free(pid);
-        srv_request_free(&req);
-        return fail(s, mc, 500, "server_error", "", "out of memory");
-    }
-    j->on_free = job_freed;
-    j->on_free_user = s;
-    uint64_t group = serial;
-    uint64_t seed0 =
-        j->req.seed_set ? j->req.sampling.seed : mix64((uint64_t)(now_s() * 1e9) ^ (serial << 20));
+/* ------------------------------------------------------ non-streaming */
 
-    pthread_mutex_lock(&s->mu);
-    s->n_active++;
-    if (s->draining || !s->sched) {
-        pthread_mutex_unlock(&s->mu);
-        srv_job_unref(j);
-        return fail(s, mc, 503, "server_error", "", "the server is shutting down");
-    }
-    int submitted = 0;
-    oct_status st = OCT_OK;
-    for (int i = 0; i < j->n_choices; i++) {
-        oct_sched_params p;
-        memset(&p, 0, sizeof p);
-        p.prompt = j->prompt_ids;
-        p.n_prompt = j->n_prompt;
-        p.max_tokens = j->req.max_tokens;
-        p.sampling = j->req.sampling;
-        p.sampling.seed = seed0 + (uint64_t)i;
-        p.logprobs = j->req.logprobs;
-        p.prompt_logprobs = i == 0 && j->plp != NULL;
-        p.ignore_eos = j->req.ignore_eos;
-        p.group = group;
-        p.t_arrival = now_s();
-        p.on_token = srv_job_on_token;
-        p.on_done = srv_job_on_done;
-        p.on_prompt = srv_job_on_prompt;
-        p.user = &j->ch[i];
-        srv_job_ref(j); /* dropped by on_done */
-        st = oct_sched_submit(s->sched, &p, &err);
-        if (st != OCT_OK) {
-            srv_job_unref(j);
-            break;
-        }
-        submitted++;
-    }
-    if (st != OCT_OK && submitted)
-        oct_sched_cancel(s->sched, group);
-    pthread_mutex_unlock(&s->mu);
-    if (st != OCT_OK) {
-        /* Wait for the submitted siblings' cancellation, then answer. */
-        pthread_mutex_lock(&j->mu);
-        while (j->n_done < submitted)
-            timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
-        pthread_mutex_unlock(&j->mu);
-        srv_job_unref(j);
-        int http = st == OCT_ERR_INVALID_ARG ? 400 : st == OCT_ERR_NOMEM ? 500 : 503;
-        return fail(s, mc, http, http == 400 ? "invalid_request_error" : "server_error", "",
-                    err.message);
-    }
-
-    if (stream_mode) {
-        stream *sm = calloc(1, sizeof *sm);
-        struct MHD_Response *r = sm ? MHD_create_response_from_callback(
-                                          MHD_SIZE_UNKNOWN, 4096, stream_read, sm, stream_free)
-                                    : NULL;
-        if (!r) {
-            free(sm);
-            cancel_group(s, group);
-            srv_job_unref(j);
-            return MHD_NO;
-        }
-        sm->srv = s;
-        sm->mc = mc;
-        sm->job = j;
-        sm->group = group;
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(mc, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        return ret;
-    }
+/* The answer once every choice is done; parks the connection before. */
+static enum MHD_Result answer(oct_server *s, struct MHD_Connection *mc, conn *c)
+{
+    srv_job *j = c->job;
     pthread_mutex_lock(&j->mu);
-    bool cancelled = false;
-    while (j->n_done < j->n_choices) {
-        timed_wait(&j->cv, &j->mu, WAIT_SLICE_MS);
-        if (!cancelled && client_gone(mc)) {
-            cancelled = true;
-            pthread_mutex_unlock(&j->mu);
-            cancel_group(s, group);
-            pthread_mutex_lock(&j->mu);
-        }
+    if (j->gone && !c->cancelled) {
+        c->cancelled = true;
+        pthread_mutex_unlock(&j->mu);
+        cancel_group(s, c->group);
+        pthread_mutex_lock(&j->mu);
     }
+    if (j->n_done < j->n_choices) {
+        park(j, mc);
+        pthread_mutex_unlock(&j->mu);
+        return MHD_YES;
+    }
+    srv_error e;
     char *body = NULL;
     int http = 200;
     bool aborted = false;
@@ -467,13 +375,202 @@ static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_ki
     }
     int64_t gen = srv_job_completion_tokens(j);
     pthread_mutex_unlock(&j->mu);
-    srv_metrics_request(s->metrics, cancelled ? HTTP_CLIENT_CLOSED : http, j->n_prompt, gen);
-    srv_job_unref(j);
+    c->answered = true;
+    srv_metrics_request(s->metrics, c->cancelled ? HTTP_CLIENT_CLOSED : http, j->n_prompt, gen);
+    if (c->cancelled) {
+        free(body);
+        return MHD_NO; /* nobody to answer */
+    }
     return send_json(mc, http, body);
-bad:
+}
+
+/* ---------------------------------------------------------- generation */
+
+/* The prompt as token ids, with generate's encoding rules. */
+static bool encode_prompt(oct_server *s, srv_kind kind, srv_request *req, oct_token_ids *ids,
+                          srv_error *e)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    if (kind == SRV_CHAT) {
+        char *text = NULL;
+        size_t tl = 0;
+        bool ok = oct_chat_render_json(s->tok, NULL, req->messages_json, NULL, true, &text, &tl,
+                                       &err) == OCT_OK &&
+                  oct_tokenizer_encode(s->tok, text, tl, false, ids, &err) == OCT_OK;
+        oct_tokenizer_text_free(text);
+        if (!ok)
+            srv_error_set(e, 400, "invalid_request_error", "messages", "%s", err.message);
+        return ok;
+    }
+    if (req->prompt) {
+        if (oct_tokenizer_encode(s->tok, req->prompt, req->prompt_len, true, ids, &err) == OCT_OK)
+            return true;
+        srv_error_set(e, 400, "invalid_request_error", "prompt", "%s", err.message);
+        return false;
+    }
+    ids->ids = req->prompt_ids;
+    ids->n = ids->cap = req->n_prompt_ids;
+    req->prompt_ids = NULL;
+    return true;
+}
+
+/* The prompt's ids and length against the model, and max_tokens's default. */
+static bool check_prompt(const oct_server *s, srv_kind kind, srv_request *req,
+                         const oct_token_ids *ids, srv_error *e)
+{
+    const char *pparam = kind == SRV_CHAT ? "messages" : "prompt";
+    int64_t V = oct_model_vocab_size(s->m), mml = s->o.max_model_len;
+    if (ids->n == 0) {
+        srv_error_set(e, 400, "invalid_request_error", pparam, "the prompt encodes to no tokens");
+        return false;
+    }
+    for (int64_t i = 0; i < ids->n; i++)
+        if (ids->ids[i] >= V) {
+            srv_error_set(e, 400, "invalid_request_error", pparam,
+                          "prompt token id %d is outside the vocabulary (%lld)", ids->ids[i],
+                          (long long)V);
+            return false;
+        }
+    if (ids->n >= mml) {
+        srv_error_set(e, 400, "invalid_request_error", pparam,
+                      "This model's maximum context length is %lld tokens. However, your "
+                      "prompt has %lld tokens.",
+                      (long long)mml, (long long)ids->n);
+        return false;
+    }
+    if (req->max_tokens >= 0 && ids->n + req->max_tokens > mml) {
+        srv_error_set(e, 400, "invalid_request_error", "max_tokens",
+                      "This model's maximum context length is %lld tokens. However, you "
+                      "requested %lld tokens (%lld in the prompt, %lld for the completion).",
+                      (long long)mml, (long long)(ids->n + req->max_tokens), (long long)ids->n,
+                      (long long)req->max_tokens);
+        return false;
+    }
+    if (req->max_tokens < 0) /* OpenAI's completions default is 16; chat: up to the limit */
+        req->max_tokens = kind == SRV_COMPLETIONS ? OCT_MIN(16, mml - ids->n) : mml - ids->n;
+    return true;
+}
+
+/* A job that owns *req (emptied) and a copy of the ids; NULL with *e set.
+ * Its serial is the request's sequence group. */
+static srv_job *new_job(oct_server *s, srv_request *req, const oct_token_ids *ids,
+                        uint64_t *serial_out, srv_error *e)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t serial = *serial_out = ++s->serial;
+    pthread_mutex_unlock(&s->mu);
+    int32_t *pid = oct_malloc((size_t)ids->n * sizeof(int32_t));
+    srv_job *j = NULL;
+    if (pid) {
+        memcpy(pid, ids->ids, (size_t)ids->n * sizeof(int32_t));
+        j = srv_job_new(req, s->tok, s->model_name, pid, ids->n, serial);
+    }
+    if (!j) {
+        srv_error_set(e, 500, "server_error", "", "out of memory");
+        return NULL;
+    }
+    j->on_free = job_freed;
+    j->on_free_user = s;
+    return j;
+}
+
+/* Submits every choice of j as one group (s->mu held); on a failure the
+ * ones already submitted are cancelled. */
+static oct_status submit_choices(oct_server *s, srv_job *j, uint64_t group, oct_error *err)
+{
+    uint64_t seed0 =
+        j->req.seed_set ? j->req.sampling.seed : mix64((uint64_t)(now_s() * 1e9) ^ (group << 20));
+    oct_status st = OCT_OK;
+    int submitted = 0;
+    for (int i = 0; i < j->n_choices && st == OCT_OK; i++) {
+        oct_sched_params p;
+        memset(&p, 0, sizeof p);
+        p.prompt = j->prompt_ids;
+        p.n_prompt = j->n_prompt;
+        p.max_tokens = j->req.max_tokens;
+        p.sampling = j->req.sampling;
+        p.sampling.seed = seed0 + (uint64_t)i;
+        p.logprobs = j->req.logprobs;
+        p.prompt_logprobs = i == 0 && j->plp != NULL;
+        p.ignore_eos = j->req.ignore_eos;
+        p.group = group;
+        p.t_arrival = now_s();
+        p.on_token = srv_job_on_token;
+        p.on_done = srv_job_on_done;
+        p.on_prompt = srv_job_on_prompt;
+        p.user = &j->ch[i];
+        srv_job_ref(j); /* dropped by on_done */
+        st = oct_sched_submit(s->sched, &p, err);
+        if (st != OCT_OK)
+            srv_job_unref(j);
+        else
+            submitted++;
+    }
+    if (st != OCT_OK && submitted)
+        oct_sched_cancel(s->sched, group);
+    return st;
+}
+
+/* Hands j to the engine: c owns it from here; false with *e set (the
+ * answer) when the engine refused it. */
+static bool start_job(oct_server *s, struct MHD_Connection *mc, conn *c, srv_job *j, uint64_t group,
+                      srv_error *e)
+{
+    oct_error err;
+    oct_error_clear(&err);
+    pthread_mutex_lock(&j->mu);
+    j->wake = resume_conn;
+    j->wake_user = mc;
+    pthread_mutex_unlock(&j->mu);
+    c->job = j;
+    c->group = group;
+    pthread_mutex_lock(&s->mu);
+    s->n_active++;
+    oct_status st = OCT_ERR_UNSUPPORTED;
+    if (!s->draining && s->sched)
+        st = submit_choices(s, j, c->group, &err);
+    pthread_mutex_unlock(&s->mu);
+    if (st == OCT_OK) {
+        srv_gate_slot_watch(s->gate, c->slot, conn_gone, j);
+        return true;
+    }
+    c->answered = true;
+    int http = st == OCT_ERR_UNSUPPORTED   ? 503
+               : st == OCT_ERR_INVALID_ARG ? 400
+               : st == OCT_ERR_NOMEM       ? 500
+                                           : 503;
+    srv_error_set(e, http, http == 400 ? "invalid_request_error" : "server_error", "", "%s",
+                  st == OCT_ERR_UNSUPPORTED ? "the server is shutting down" : err.message);
+    return false;
+}
+
+/* The body is complete: parse, tokenize, check, submit; then stream or
+ * wait for the answer. */
+static enum MHD_Result generate(oct_server *s, struct MHD_Connection *mc, srv_kind kind, conn *c)
+{
+    srv_request req;
+    srv_error e;
+    if (!srv_request_parse(c->body ? c->body : "", c->len, kind, &s->lim, &req, &e))
+        return send_error(s, mc, &e);
+    oct_token_ids ids = {0};
+    bool ok = true;
+    if (req.model && strcmp(req.model, s->model_name) != 0) {
+        srv_error_set(&e, 404, "NotFoundError", "model", "The model `%s` does not exist.",
+                      req.model);
+        ok = false;
+    }
+    ok = ok && encode_prompt(s, kind, &req, &ids, &e) && check_prompt(s, kind, &req, &ids, &e);
+    uint64_t group = 0;
+    srv_job *j = ok ? new_job(s, &req, &ids, &group, &e) : NULL;
     oct_token_ids_free(&ids);
     srv_request_free(&req);
-    return send_error(s, mc, &e);
+    if (!j)
+        return send_error(s, mc, &e);
+    bool stream_mode = j->req.stream;
+    if (!start_job(s, mc, c, j, group, &e))
+        return send_error(s, mc, &e);
+    return stream_mode ? start_stream(s, mc, c) : answer(s, mc, c);
 }
 
 /* ------------------------------------------------------------- routing */
@@ -504,8 +601,12 @@ static enum MHD_Result metrics(oct_server *s, struct MHD_Connection *mc)
     if (s->sched)
         oct_sched_get_stats(s->sched, &st);
     pthread_mutex_unlock(&s->mu);
+    srv_gate_stats gs;
+    memset(&gs, 0, sizeof gs);
+    if (s->gate)
+        srv_gate_get_stats(s->gate, &gs);
     size_t len = 0;
-    char *t = srv_metrics_render(s->metrics, &st, s->model_name, &len);
+    char *t = srv_metrics_render(s->metrics, &st, &gs, s->model_name, &len);
     if (!t)
         return MHD_NO;
     /* MHD frees with free(); the text came from oct_malloc. */
@@ -645,10 +746,16 @@ static enum MHD_Result begin(oct_server *s, struct MHD_Connection *mc, const cha
         return MHD_NO;
     c->srv = s;
     c->rt = route_of(url, method);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    c->slot = ci ? ci->socket_context : NULL;
+    srv_gate_slot_body(s->gate, c->slot);
     *con_cls = c;
     srv_error e;
-    if (!precheck(s, mc, c->rt, method, &e))
+    if (!precheck(s, mc, c->rt, method, &e)) {
+        srv_gate_slot_work(s->gate, c->slot); /* answered now; the body is skipped */
         return send_error(s, mc, &e);
+    }
     return MHD_YES;
 }
 
@@ -665,6 +772,7 @@ static enum MHD_Result take_body(oct_server *s, conn *c, const char *upload, siz
 {
     size_t n = *upload_size;
     *upload_size = 0;
+    srv_gate_slot_bytes(s->gate, c->slot, n);
     if (!c->too_large && c->len + n > s->o.max_body_bytes) {
         c->too_large = true;
         c->dropped = c->len;
@@ -713,6 +821,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         return begin(s, mc, url, method, con_cls);
     if (*upload_size)
         return take_body(s, c, upload, upload_size);
+    if (c->job) /* resumed: the job changed */
+        return answer(s, mc, c);
+    if (!c->body_done) {
+        c->body_done = true;
+        srv_gate_slot_work(s->gate, c->slot);
+    }
     if (c->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o.max_body_bytes);
@@ -728,18 +842,60 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
 }
 
+/* The end of a request, answered or not: a generation nobody waits for any
+ * more is cancelled (and counted as the client's hang-up). */
 static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)mc;
     (void)toe;
+    oct_server *s = cls;
     conn *c = *con_cls;
-    if (c) {
-        free(c->body);
-        free(c);
-        *con_cls = NULL;
+    if (!c)
+        return;
+    srv_job *j = c->job;
+    if (j) {
+        srv_gate_slot_watch(s->gate, c->slot, NULL, NULL);
+        pthread_mutex_lock(&j->mu);
+        j->wake = NULL;
+        j->waiting = false;
+        bool all_done = j->n_done == j->n_choices;
+        int64_t gen = srv_job_completion_tokens(j);
+        pthread_mutex_unlock(&j->mu);
+        if (!c->streaming && !c->answered) {
+            if (!all_done)
+                cancel_group(s, c->group);
+            srv_metrics_request(s->metrics, HTTP_CLIENT_CLOSED, j->n_prompt, gen);
+        }
+        srv_job_unref(j);
     }
+    srv_gate_slot_next(s->gate, c->slot);
+    free(c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+/* libmicrohttpd's connection start and end: the gate's slot. */
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    oct_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? srv_gate_slot_open(s->gate, ci->connect_fd) : NULL;
+    } else {
+        srv_gate_slot_close(s->gate, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* From the gate thread: a connection whose headers are complete. */
+static bool hand_off(void *user, int fd, const struct sockaddr *addr, socklen_t addr_len)
+{
+    oct_server *s = user;
+    struct MHD_Daemon *d = s->d[s->next_d++ % N_DAEMONS];
+    return MHD_add_connection(d, fd, addr, addr_len) == MHD_YES;
 }
 
 /* ------------------------------------------------------------------ API */
@@ -768,52 +924,104 @@ static oct_status hosts_init(oct_server *s, const struct sockaddr *bound, oct_er
                          "server: bad allowed hosts '%s' (names separated by commas, or *)", spec);
 }
 
-oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
-                             const oct_server_opts *opts, oct_server **out, oct_error *err)
+/* Enough file descriptors for every connection slot: the soft limit goes
+ * up to the hard one when it is lower (as Go's runtime does). */
+static void raise_fd_limit(int max_connections)
 {
-    *out = NULL;
-    if (!m || !tok || !opts)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_server_create: bad arguments");
-    oct_server *s = oct_calloc(1, sizeof *s);
-    if (!s)
-        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    s->m = m;
-    s->tok = tok;
-    s->o = *opts;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    oct_status st = OCT_OK;
-    const oct_model_config *cfg = oct_model_get_config(m);
-    const char *name = opts->served_model_name ? opts->served_model_name
-                       : model_dir             ? model_dir
-                                               : "octet";
-    snprintf(s->model_name, sizeof s->model_name, "%s", name);
-    /* Stop ids as vLLM's: the tokenizer's eos plus config.json's and
-     * generation_config.json's eos_token_id. */
+    struct rlimit rl;
+    rlim_t need = (rlim_t)max_connections + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < need)
+        OCT_WARN("server: %llu file descriptors allowed, fewer than --max-connections %d needs",
+                 (unsigned long long)rl.rlim_cur, max_connections);
+}
+
+/* The libmicrohttpd daemons, then the gate that listens and feeds them. */
+static oct_status start_http(oct_server *s, const struct addrinfo *ai, oct_error *err)
+{
+    raise_fd_limit(s->o.max_connections);
+    unsigned int flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
+    /* The per-connection pool holds the request line, headers and the I/O
+     * buffers (the gate refuses headers past max_header_bytes with 431). */
+    size_t pool = s->o.max_header_bytes + 8192;
+    for (int i = 0; i < N_DAEMONS; i++) {
+        s->d[i] =
+            MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_CONNECTION_LIMIT,
+                             (unsigned int)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                             (unsigned int)s->o.idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                             pool, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
+        if (!s->d[i])
+            return oct_error_set(err, OCT_ERR_IO, -1, "server: cannot start libmicrohttpd");
+    }
+    srv_gate_opts go;
+    memset(&go, 0, sizeof go);
+    go.max_connections = s->o.max_connections;
+    go.header_timeout_s = s->dl.header_timeout_s;
+    go.idle_timeout_s = s->o.idle_timeout_s;
+    go.body_timeout_s = s->dl.body_timeout_s;
+    go.body_min_rate = s->dl.body_min_rate;
+    go.max_header_bytes = s->o.max_header_bytes;
+    go.hand_off = hand_off;
+    go.user = s;
+    oct_status st = srv_gate_create(&go, ai->ai_addr, ai->ai_addrlen, &s->gate, err);
+    if (st == OCT_OK)
+        s->port = srv_gate_port(s->gate);
+    return st;
+}
+
+/* Resolves --host and starts serving on it. */
+static oct_status listen_http(oct_server *s, oct_error *err)
+{
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->o.port);
+    const char *host = s->o.host && s->o.host[0] ? s->o.host : "127.0.0.1";
+    int gr = getaddrinfo(host, port, &hints, &ai);
+    if (gr != 0 || !ai)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: cannot resolve --host '%s': %s",
+                             host, gai_strerror(gr));
+    oct_status st = hosts_init(s, ai->ai_addr, err);
+    if (st == OCT_OK && (st = start_http(s, ai, err)) != OCT_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        st = oct_error_set(err, st, -1, "server: cannot listen on %s:%d: %s", host, s->o.port, why);
+    }
+    freeaddrinfo(ai);
+    return st;
+}
+
+/* Stop ids as vLLM's: the tokenizer's eos plus config.json's and
+ * generation_config.json's eos_token_id. */
+static void set_eos(oct_server *s, const oct_model_config *cfg)
+{
     s->n_eos = oct_model_config_eos_ids(cfg, s->eos, 15);
-    int32_t tok_eos = oct_tokenizer_eos_id(tok);
+    int32_t tok_eos = oct_tokenizer_eos_id(s->tok);
     bool have = false;
     for (int i = 0; i < s->n_eos; i++)
         have |= s->eos[i] == tok_eos;
     if (tok_eos >= 0 && !have)
         s->eos[s->n_eos++] = tok_eos;
-    if ((st = oct_model_config_max_len(cfg, s->o.max_model_len, &s->o.max_model_len, err)) !=
-        OCT_OK)
-        goto fail;
-    if (s->o.max_model_len < 2 || s->o.max_num_seqs <= 0 || s->o.max_connections <= 0 ||
-        s->o.idle_timeout_s < 0 || s->o.max_body_bytes == 0 || s->o.max_json_depth <= 0 ||
-        s->o.max_n <= 0) {
-        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: bad limits");
-        goto fail;
-    }
-    s->lim.max_depth = s->o.max_json_depth;
-    s->lim.max_n = s->o.max_n;
-    s->lim.max_tokens = s->o.max_model_len;
-    s->lim.max_prompt_ids = s->o.max_model_len;
-    if (!(s->metrics = srv_metrics_new())) {
-        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-        goto fail;
-    }
+}
+
+static bool limits_ok(const oct_server *s)
+{
+    const oct_server_opts *o = &s->o;
+    return o->max_model_len >= 2 && o->max_num_seqs > 0 && o->max_connections > 0 &&
+           o->idle_timeout_s >= 0 && o->max_body_bytes > 0 && o->max_json_depth > 0 &&
+           o->max_n > 0 && s->dl.header_timeout_s > 0 && s->dl.body_timeout_s > 0 &&
+           s->dl.body_min_rate >= 0;
+}
+
+static oct_status start_engine(oct_server *s, oct_error *err)
+{
     oct_sched_opts so;
     memset(&so, 0, sizeof so);
     so.max_num_seqs = s->o.max_num_seqs;
@@ -826,47 +1034,52 @@ oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const
     so.on_ttft = obs_ttft;
     so.on_itl = obs_itl;
     so.observer_user = s->metrics;
-    if ((st = oct_sched_create(m, &so, &s->sched, err)) != OCT_OK)
-        goto fail;
+    return oct_sched_create(s->m, &so, &s->sched, err);
+}
 
-    /* Address to bind. */
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->o.port);
-    const char *host = s->o.host && s->o.host[0] ? s->o.host : "127.0.0.1";
-    int gr = getaddrinfo(host, port, &hints, &ai);
-    if (gr != 0 || !ai) {
-        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: cannot resolve --host '%s': %s",
-                           host, gai_strerror(gr));
+oct_status srv_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
+                             const oct_server_opts *opts, const srv_deadlines *dl, oct_server **out,
+                             oct_error *err)
+{
+    *out = NULL;
+    if (!m || !tok || !opts)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_server_create: bad arguments");
+    oct_server *s = oct_calloc(1, sizeof *s);
+    if (!s)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    s->m = m;
+    s->tok = tok;
+    s->o = *opts;
+    if (dl)
+        s->dl = *dl;
+    else
+        srv_deadlines_default(&s->dl);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    oct_status st = OCT_OK;
+    const oct_model_config *cfg = oct_model_get_config(m);
+    const char *name = opts->served_model_name ? opts->served_model_name
+                       : model_dir             ? model_dir
+                                               : "octet";
+    snprintf(s->model_name, sizeof s->model_name, "%s", name);
+    set_eos(s, cfg);
+    if ((st = oct_model_config_max_len(cfg, s->o.max_model_len, &s->o.max_model_len, err)) !=
+        OCT_OK)
+        goto fail;
+    if (!limits_ok(s)) {
+        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "server: bad limits");
         goto fail;
     }
-    if ((st = hosts_init(s, ai->ai_addr, err)) != OCT_OK) {
-        freeaddrinfo(ai);
+    s->lim.max_depth = s->o.max_json_depth;
+    s->lim.max_n = s->o.max_n;
+    s->lim.max_tokens = s->o.max_model_len;
+    s->lim.max_prompt_ids = s->o.max_model_len;
+    if (!(s->metrics = srv_metrics_new())) {
+        st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
         goto fail;
     }
-    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    /* The per-connection pool holds the request line, headers and the I/O
-     * buffers; exhausting it with headers gets a 431 from MHD. */
-    size_t pool = s->o.max_header_bytes + 8192;
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->o.max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->o.idle_timeout_s,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_NOTIFY_COMPLETED,
-                            completed, s, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!s->d) {
-        st = oct_error_set(err, OCT_ERR_IO, -1, "server: cannot listen on %s:%d (in use?)", host,
-                           s->o.port);
+    if ((st = start_engine(s, err)) != OCT_OK || (st = listen_http(s, err)) != OCT_OK)
         goto fail;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? (int)di->port : s->o.port;
     *out = s;
     return OCT_OK;
 fail:
@@ -874,9 +1087,22 @@ fail:
     return st;
 }
 
+oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
+                             const oct_server_opts *opts, oct_server **out, oct_error *err)
+{
+    return srv_server_create(m, tok, model_dir, opts, NULL, out, err);
+}
+
 int oct_server_port(const oct_server *s)
 {
     return s ? s->port : -1;
+}
+
+/* Waits (s->mu held) until no job is left or the deadline passes. */
+static void wait_jobs(oct_server *s, double deadline)
+{
+    while (s->n_active > 0 && now_s() < deadline)
+        timed_wait(&s->cv, &s->mu, WAIT_SLICE_MS);
 }
 
 void oct_server_shutdown(oct_server *s, double grace_s)
@@ -889,9 +1115,7 @@ void oct_server_shutdown(oct_server *s, double grace_s)
         return;
     }
     s->draining = true;
-    double deadline = now_s() + grace_s;
-    while (s->n_active > 0 && now_s() < deadline)
-        timed_wait(&s->cv, &s->mu, WAIT_SLICE_MS);
+    wait_jobs(s, now_s() + grace_s);
     oct_sched *sched = s->sched;
     s->sched = NULL;
     s->stopped = true;
@@ -899,10 +1123,19 @@ void oct_server_shutdown(oct_server *s, double grace_s)
     pthread_mutex_unlock(&s->mu);
     if (left)
         OCT_INFO("server: cancelling %lld unfinished requests", (long long)left);
-    oct_sched_free(sched); /* every remaining sequence ends (cancelled) */
-    if (s->d)
-        MHD_stop_daemon(s->d); /* joins the connection threads */
-    s->d = NULL;
+    /* Every remaining sequence ends (cancelled), which wakes every parked
+     * connection: their last events and answers go out before the daemons
+     * stop (libmicrohttpd must not stop with a connection suspended). */
+    oct_sched_free(sched);
+    pthread_mutex_lock(&s->mu);
+    wait_jobs(s, now_s() + FLUSH_S);
+    pthread_mutex_unlock(&s->mu);
+    srv_gate_stop(s->gate);
+    for (int i = 0; i < N_DAEMONS; i++) {
+        if (s->d[i])
+            MHD_stop_daemon(s->d[i]);
+        s->d[i] = NULL;
+    }
 }
 
 void oct_server_free(oct_server *s)
@@ -911,6 +1144,7 @@ void oct_server_free(oct_server *s)
         return;
     oct_server_shutdown(s, 0);
     oct_sched_free(s->sched);
+    srv_gate_free(s->gate);
     srv_metrics_free(s->metrics);
     srv_hosts_free(&s->hosts);
     pthread_mutex_destroy(&s->mu);

@@ -15,10 +15,12 @@ srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *mod
                      int32_t *prompt_ids, int64_t n_prompt, uint64_t serial)
 {
     srv_job *j = oct_calloc(1, sizeof *j);
-    if (!j)
+    if (!j) {
+        oct_free(prompt_ids);
+        srv_request_free(req);
         return NULL;
+    }
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
     j->req = *req;
     memset(req, 0, sizeof *req);
@@ -96,7 +98,6 @@ void srv_job_unref(srv_job *j)
     oct_free(j->plp);
     srv_request_free(&j->req);
     pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
     oct_free(j);
     if (cb)
         cb(cb_user);
@@ -147,6 +148,15 @@ static void copy_lp(srv_lp *d, const oct_sched_token *t)
     }
 }
 
+void srv_job_wake(srv_job *j)
+{
+    if (!j->waiting)
+        return;
+    j->waiting = false;
+    if (j->wake)
+        j->wake(j->wake_user);
+}
+
 bool srv_job_on_token(void *user, const oct_sched_token *t)
 {
     srv_choice *c = user;
@@ -175,7 +185,7 @@ bool srv_job_on_token(void *user, const oct_sched_token *t)
         append(c, piece, plen);
     if (j->req.n_stop && match_stop(c, old))
         stop = c->stop_hit = true;
-    pthread_cond_broadcast(&j->cv);
+    srv_job_wake(j);
     pthread_mutex_unlock(&j->mu);
     return stop;
 }
@@ -201,7 +211,7 @@ void srv_job_on_done(void *user, oct_finish reason, int64_t n_generated, const c
     j->n_done++;
     if (reason == OCT_FINISH_ERROR && !j->error[0])
         snprintf(j->error, sizeof j->error, "%s", message ? message : "engine error");
-    pthread_cond_broadcast(&j->cv);
+    srv_job_wake(j);
     pthread_mutex_unlock(&j->mu);
     srv_job_unref(j);
 }
@@ -218,6 +228,7 @@ void srv_job_on_prompt(void *user, const oct_sched_token *toks, int64_t n)
             copy_lp(&j->plp[i + 1], &toks[i]);
         j->plp_ready = true;
     }
+    srv_job_wake(j);
     pthread_mutex_unlock(&j->mu);
 }
 

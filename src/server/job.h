@@ -1,9 +1,10 @@
-/* job.h — one generation request between the HTTP thread that owns the
+/* job.h — one generation request between the HTTP side that owns the
  * connection and the engine thread that produces its tokens.
  *
  * The engine side (scheduler callbacks) detokenizes, matches stop strings
- * and records logprobs under the job's mutex; the HTTP side waits on the
- * condition variable and turns the state into a JSON body or SSE events.
+ * and records logprobs under the job's mutex; the HTTP side turns the state
+ * into a JSON body or SSE events.  It never blocks on a job: it sets
+ * `waiting` and suspends its connection, and the next change calls `wake`.
  * A job is reference counted: one reference for the HTTP side, one per
  * submitted choice (dropped by the scheduler's on_done). */
 #ifndef OCTET_SERVER_JOB_H
@@ -41,7 +42,6 @@ typedef struct srv_choice {
 
 typedef struct srv_job {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int refs;
     srv_request req;
     const oct_tokenizer *tok;
@@ -58,11 +58,17 @@ typedef struct srv_job {
     srv_choice *ch;
     char error[256]; /* engine failure message, "" if none */
     bool usage_sent, done_sent;
+    /* The HTTP side parked on this job (all under mu): while `waiting`, the
+     * next token, finished choice or prompt logprobs clears it and calls
+     * wake(wake_user) with mu held.  `gone`: the client hung up. */
+    void (*wake)(void *user);
+    void *wake_user;
+    bool waiting, gone;
     void (*on_free)(void *user); /* called when the last reference goes */
     void *on_free_user;
 } srv_job;
 
-/* Takes ownership of *req (zeroed) and of prompt_ids. */
+/* Takes ownership of *req (zeroed) and of prompt_ids, also when it fails (NULL). */
 srv_job *srv_job_new(srv_request *req, const oct_tokenizer *tok, const char *model_name,
                      int32_t *prompt_ids, int64_t n_prompt, uint64_t serial);
 void srv_job_ref(srv_job *j);
@@ -72,6 +78,9 @@ void srv_job_unref(srv_job *j);
 bool srv_job_on_token(void *user, const oct_sched_token *t);
 void srv_job_on_done(void *user, oct_finish reason, int64_t n_generated, const char *message);
 void srv_job_on_prompt(void *user, const oct_sched_token *toks, int64_t n);
+
+/* Clears `waiting` and calls wake; call with mu held. */
+void srv_job_wake(srv_job *j);
 
 /* Total generated tokens (call with mu held or after all choices are done). */
 int64_t srv_job_completion_tokens(const srv_job *j);

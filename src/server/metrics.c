@@ -127,8 +127,8 @@ static void put_hist(buf *b, const char *name, const char *help, const srv_hist 
         (unsigned long long)h->n);
 }
 
-char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const char *model_name,
-                         size_t *len)
+char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const srv_gate_stats *gs,
+                         const char *model_name, size_t *len)
 {
     buf b = {oct_malloc(4096), 0, 4096, false};
     if (!b.p)
@@ -189,6 +189,15 @@ char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const char *
         "# HELP octet_engine_steps_total Forward passes run by the engine.\n"
         "# TYPE octet_engine_steps_total counter\noctet_engine_steps_total{%s} %lld\n",
         lbl, (long long)st->steps);
+    put(&b, "# HELP octet_http_connections Open connections: waiting for their headers (gate) "
+            "or handed to the HTTP worker threads.\n# TYPE octet_http_connections gauge\n");
+    put(&b, "octet_http_connections{%s,state=\"headers\"} %lld\n", lbl, (long long)gs->waiting);
+    put(&b, "octet_http_connections{%s,state=\"request\"} %lld\n", lbl, (long long)gs->handed);
+    put(&b, "# HELP octet_http_connections_dropped_total Connections closed by a deadline or a "
+            "limit, by reason.\n# TYPE octet_http_connections_dropped_total counter\n");
+    for (int i = 0; i < (int)(sizeof gs->dropped / sizeof gs->dropped[0]); i++)
+        put(&b, "octet_http_connections_dropped_total{%s,reason=\"%s\"} %llu\n", lbl,
+            srv_drop_name((srv_drop)i), (unsigned long long)gs->dropped[i]);
     if (b.fail) {
         oct_free(b.p);
         return NULL;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine/scheduler.h"
+#include "server/gate.h"
 
 #define SRV_HIST_BUCKETS 14
 
@@ -25,9 +26,9 @@ void srv_metrics_request(srv_metrics *m, int http_status, int64_t prompt_tokens,
                          int64_t generated_tokens);
 void srv_metrics_ttft(srv_metrics *m, double seconds);
 void srv_metrics_itl(srv_metrics *m, double seconds);
-/* Renders everything (plus the scheduler's gauges) into a new string owned
+/* Renders everything (plus the scheduler's and the gate's gauges) into a new string owned
  * by the caller (oct_free); NULL when out of memory. */
-char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const char *model_name,
-                         size_t *len);
+char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const srv_gate_stats *gs,
+                         const char *model_name, size_t *len);
 
 #endif
