@@ -10,7 +10,6 @@
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
-#include "server/server.h"
 
 static void usage(FILE *f)
 {
@@ -113,8 +112,6 @@ int cli_serve(int argc, char **argv)
     oct_server_opts_default(&so);
     so.api_key = getenv("OCTET_API_KEY");
     double grace = 5.0;
-    srv_deadlines dl;
-    srv_deadlines_default(&dl);
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, argc, argv, &i, "serve");
         if (r < 0)
@@ -152,13 +149,13 @@ int cli_serve(int argc, char **argv)
         } else if (strcmp(f, "--shutdown-grace") == 0) {
             grace = strtod(v, NULL);
         } else if (strcmp(f, "--request-header-timeout") == 0) {
-            if ((dl.header_timeout_s = seconds(f, v, false)) < 0)
+            if ((so.request_header_timeout_s = seconds(f, v, false)) < 0)
                 return 2;
         } else if (strcmp(f, "--request-body-timeout") == 0) {
-            if ((dl.body_timeout_s = seconds(f, v, false)) < 0)
+            if ((so.request_body_timeout_s = seconds(f, v, false)) < 0)
                 return 2;
         } else if (strcmp(f, "--request-body-min-rate") == 0) {
-            if ((dl.body_min_rate = seconds(f, v, true)) < 0)
+            if ((so.request_body_min_rate = seconds(f, v, true)) < 0)
                 return 2;
         } else {
             static const struct {
@@ -229,7 +226,7 @@ int cli_serve(int argc, char **argv)
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }
-    if (srv_server_create(m, tok, ma.model, &so, &dl, &srv, &err) != OCT_OK) {
+    if (oct_server_create(m, tok, ma.model, &so, &srv, &err) != OCT_OK) {
         fprintf(stderr, "octet serve: %s\n", err.message);
         goto out;
     }

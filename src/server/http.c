@@ -43,7 +43,6 @@
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
-#include "server/server.h"
 
 #define WAIT_SLICE_MS 50
 /* libmicrohttpd daemons (one epoll thread each) the gate deals connections to. */
@@ -61,7 +60,6 @@ struct oct_server {
     const oct_model *m;
     const oct_tokenizer *tok;
     oct_server_opts o;
-    srv_deadlines dl;
     char model_name[256];
     int32_t eos[16];
     int n_eos;
@@ -124,13 +122,9 @@ void oct_server_opts_default(oct_server_opts *o)
     o->max_header_bytes = (size_t)16 << 10;
     o->max_json_depth = 32;
     o->max_n = 16;
-}
-
-void srv_deadlines_default(srv_deadlines *d)
-{
-    d->header_timeout_s = 10;
-    d->body_timeout_s = 60;
-    d->body_min_rate = 1024;
+    o->request_header_timeout_s = 10;
+    o->request_body_timeout_s = 60;
+    o->request_body_min_rate = 1024;
 }
 
 static double now_s(void)
@@ -960,10 +954,10 @@ static oct_status start_http(oct_server *s, const struct addrinfo *ai, oct_error
     srv_gate_opts go;
     memset(&go, 0, sizeof go);
     go.max_connections = s->o.max_connections;
-    go.header_timeout_s = s->dl.header_timeout_s;
+    go.header_timeout_s = s->o.request_header_timeout_s;
     go.idle_timeout_s = s->o.idle_timeout_s;
-    go.body_timeout_s = s->dl.body_timeout_s;
-    go.body_min_rate = s->dl.body_min_rate;
+    go.body_timeout_s = s->o.request_body_timeout_s;
+    go.body_min_rate = s->o.request_body_min_rate;
     go.max_header_bytes = s->o.max_header_bytes;
     go.hand_off = hand_off;
     go.user = s;
@@ -1016,8 +1010,8 @@ static bool limits_ok(const oct_server *s)
     const oct_server_opts *o = &s->o;
     return o->max_model_len >= 2 && o->max_num_seqs > 0 && o->max_connections > 0 &&
            o->idle_timeout_s >= 0 && o->max_body_bytes > 0 && o->max_json_depth > 0 &&
-           o->max_n > 0 && s->dl.header_timeout_s > 0 && s->dl.body_timeout_s > 0 &&
-           s->dl.body_min_rate >= 0;
+           o->max_n > 0 && o->request_header_timeout_s > 0 && o->request_body_timeout_s > 0 &&
+           o->request_body_min_rate >= 0;
 }
 
 static oct_status start_engine(oct_server *s, oct_error *err)
@@ -1037,9 +1031,8 @@ static oct_status start_engine(oct_server *s, oct_error *err)
     return oct_sched_create(s->m, &so, &s->sched, err);
 }
 
-oct_status srv_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
-                             const oct_server_opts *opts, const srv_deadlines *dl, oct_server **out,
-                             oct_error *err)
+oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
+                             const oct_server_opts *opts, oct_server **out, oct_error *err)
 {
     *out = NULL;
     if (!m || !tok || !opts)
@@ -1050,10 +1043,6 @@ oct_status srv_server_create(const oct_model *m, const oct_tokenizer *tok, const
     s->m = m;
     s->tok = tok;
     s->o = *opts;
-    if (dl)
-        s->dl = *dl;
-    else
-        srv_deadlines_default(&s->dl);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     oct_status st = OCT_OK;
@@ -1085,12 +1074,6 @@ oct_status srv_server_create(const oct_model *m, const oct_tokenizer *tok, const
 fail:
     oct_server_free(s);
     return st;
-}
-
-oct_status oct_server_create(const oct_model *m, const oct_tokenizer *tok, const char *model_dir,
-                             const oct_server_opts *opts, oct_server **out, oct_error *err)
-{
-    return srv_server_create(m, tok, model_dir, opts, NULL, out, err);
 }
 
 int oct_server_port(const oct_server *s)
