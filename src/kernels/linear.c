@@ -128,10 +128,12 @@ oct_status oct_linear_create(const oct_linear_desc *d, const oct_linear_kernel *
     if (!l->name)
         goto nomem;
     /* Kernels that read the raw layout at run time keep a copy; the others
-     * only borrow the caller's buffer while prepare() repacks it. */
+     * only borrow the caller's buffer while prepare() repacks it, when it is
+     * aligned for its element type (tensor data in a mapped checkpoint need
+     * not be: a copy then, so no kernel loads a misaligned element). */
     size_t esize = d->weight_type == OCT_WEIGHT_FP8 ? 1 : d->weight_type == OCT_WEIGHT_BF16 ? 2 : 4;
     void *raw = NULL;
-    if (kernel->keeps_raw || d->weight_type == OCT_WEIGHT_F32) {
+    if (kernel->keeps_raw || d->weight_type == OCT_WEIGHT_F32 || (uintptr_t)weight % esize != 0) {
         if (!(raw = oct_malloc(nk * esize)))
             goto nomem;
         memcpy(raw, weight, nk * esize);
