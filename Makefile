@@ -68,7 +68,7 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o) $(BENCH_SRC:%.c=$(BUILD)/%.o)
 
-# liboctet.so exports only what include/octet.h marks OCT_API (docs/API.md);
+# liboctet.so exports only what include/octet/*.h mark OCT_API (docs/API.md);
 # tests and the CLI link liboctet.a, where the internal symbols stay visible.
 $(LIB_OBJ): CFLAGS += -fvisibility=hidden
 

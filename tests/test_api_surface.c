@@ -73,12 +73,12 @@ static void strip_comments(char *s)
     }
 }
 
-/* Functions declared in include/octet.h: an identifier oct_* directly
- * followed (after blanks) by '(' outside comments. */
-static void read_header(void)
+/* Functions declared in one header: an identifier oct_* directly followed
+ * (after blanks) by '(' outside comments. */
+static void read_one_header(const char *path)
 {
     size_t size = 0;
-    char *text = (char *)testlib_read_file("include/octet.h", &size);
+    char *text = (char *)testlib_read_file(path, &size);
     if (!text)
         return;
     strip_comments(text);
@@ -98,7 +98,30 @@ static void read_header(void)
         p = e;
     }
     free(text);
-    g_header_ok = g_declared.n > 0;
+}
+
+/* The public headers: include/octet.h and the ones it includes, each by name
+ * from include/octet/ (a header octet.h did not include would not be public). */
+static void read_header(void)
+{
+    size_t size = 0;
+    char *umb = (char *)testlib_read_file("include/octet.h", &size);
+    if (!umb)
+        return;
+    read_one_header("include/octet.h");
+    int n = 0;
+    for (char *p = umb; (p = strstr(p, "#include \"octet/")) != NULL; n++) {
+        p += strlen("#include \"");
+        char *e = strchr(p, '"');
+        char path[256];
+        if (!e || e - p > 200)
+            break;
+        snprintf(path, sizeof path, "include/%.*s", (int)(e - p), p);
+        read_one_header(path);
+        p = e;
+    }
+    free(umb);
+    g_header_ok = n >= 9 && g_declared.n > 0;
 }
 
 /* Symbols `nm -D --defined-only` lists for the shared library. */
@@ -170,6 +193,29 @@ static void test_declared_are_exported(void)
     CHECKF(bad == 0, "%d of %d public functions are missing from the .so", bad, g_declared.n);
 }
 
+/* Each public header compiles alone, as C11 and as C++ (-Wall -Werror). */
+static void test_headers_compile_alone(void)
+{
+    static const char *hdrs[] = {
+        "octet.h",    "octet/core.h",      "octet/fp8.h",   "octet/quant.h",  "octet/kernels.h",
+        "octet/io.h", "octet/tokenizer.h", "octet/model.h", "octet/engine.h", "octet/server.h"};
+    static const char *langs[][2] = {{"cc -std=c11", "c"}, {"c++ -std=c++17", "c++"}};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(hdrs); i++)
+        for (int l = 0; l < 2; l++) {
+            char cmd[512];
+            snprintf(cmd, sizeof cmd,
+                     "printf '#include \"%s\"\\n' | %s -Wall -Wextra -Werror -Iinclude "
+                     "-fsyntax-only -x %s - 2>&1",
+                     hdrs[i], langs[l][0], langs[l][1]);
+            FILE *f = popen(cmd, "r");
+            REQUIRE(f);
+            char out[512] = "";
+            size_t n = fread(out, 1, sizeof out - 1, f);
+            out[n] = 0;
+            CHECKF(pclose(f) == 0, "%s alone as %s: %s", hdrs[i], langs[l][1], out);
+        }
+}
+
 int main(void)
 {
     const char *build = getenv("BUILD");
@@ -182,5 +228,6 @@ int main(void)
     RUN(test_header_parses);
     RUN(test_exports_are_declared);
     RUN(test_declared_are_exported);
+    RUN(test_headers_compile_alone);
     return testlib_finish();
 }
