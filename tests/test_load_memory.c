@@ -45,9 +45,9 @@ static int child_main(const char *dir)
     uint64_t largest = 0;
     for (int64_t i = 0; i < oct_plan_n_layers(p); i++) {
         const oct_plan_layer *l = oct_plan_layer_at(p, i);
-        uint64_t u = 0; /* the fused unit in BF16: sum of its shards */
+        uint64_t u = 0; /* the fused unit in BF16: sum of its parts */
         for (int64_t j = 0; j < oct_plan_n_layers(p); j++)
-            if (strcmp(oct_plan_layer_at(p, j)->group, l->group) == 0)
+            if (strcmp(oct_plan_layer_at(p, j)->unit, l->unit) == 0)
                 u += 2u * (uint64_t)oct_plan_layer_at(p, j)->n *
                      (uint64_t)oct_plan_layer_at(p, j)->k;
         largest = u > largest ? u : largest;

@@ -205,7 +205,7 @@ static void test_online_schemes_and_ignore(void)
     REQUIRE(plan("fp8_per_block", NULL, &p, &err) == OCT_OK);
     CHECK(oct_plan_n_quantized(p) == oct_plan_n_layers(p));
     CHECK(strcmp(find(p, "model.layers.0.self_attn.k_proj")->scheme, "fp8_per_block") == 0);
-    CHECK(strcmp(find(p, "model.layers.0.self_attn.k_proj")->group,
+    CHECK(strcmp(find(p, "model.layers.0.self_attn.k_proj")->unit,
                  "model.layers.0.self_attn.qkv_proj") == 0);
     CHECK(oct_plan_model_bytes(p) < oct_plan_bf16_bytes(p));
     oct_plan_free(p);
@@ -221,11 +221,11 @@ static void test_online_schemes_and_ignore(void)
     CHECK(q0 && strcmp(q0->scheme, "bf16") == 0 && strcmp(q0->ignore_rule, "re:.*[qkv]_proj") == 0);
     CHECK(d0 && strcmp(d0->scheme, "fp8_per_tensor") == 0 && !d0->ignore_rule);
     oct_plan_free(p);
-    /* re:.*qkv_proj matches no shard name: nothing ignored (docs/MODEL.md §The plan) */
+    /* re:.*qkv_proj matches no part name: nothing ignored (docs/MODEL.md §The plan) */
     REQUIRE(plan("fp8_per_tensor", "{\"ignore\": [\"re:.*qkv_proj\"]}", &p, &err) == OCT_OK);
     CHECK(strcmp(find(p, "model.layers.0.self_attn.v_proj")->scheme, "fp8_per_tensor") == 0);
     oct_plan_free(p);
-    /* the exact fused name ignores all its shards */
+    /* the exact fused name ignores all its parts */
     REQUIRE(plan("mxfp8", "{\"ignore\": [\"model.layers.2.mlp.gate_up_proj\"]}", &p, &err) ==
             OCT_OK);
     CHECK(strcmp(find(p, "model.layers.2.mlp.up_proj")->scheme, "bf16") == 0);
@@ -246,7 +246,7 @@ static void expect_error(const char *q, const char *cfg, const char *text)
 
 static void test_config_contract(void)
 {
-    /* shards that disagree */
+    /* parts that disagree */
     expect_error("fp8_per_tensor", "{\"ignore\": [\"model.layers.0.self_attn.q_proj\"]}",
                  "Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in "
                  "model.layers.0.self_attn.qkv_proj.");
@@ -442,8 +442,8 @@ static void test_kv_row_widening(void)
 }
 
 /* A pre-quantized FP8_DYNAMIC export runs its per-channel q/k/v and gate/up
- * shards fused (their scales stack exactly). */
-static void test_prequantized_shards_fuse(void)
+ * parts fused (their scales stack exactly). */
+static void test_prequantized_parts_fuse(void)
 {
     oct_checkpoint *src = NULL;
     oct_error err;
@@ -461,8 +461,8 @@ static void test_prequantized_shards_fuse(void)
     if (p) {
         const oct_plan_layer *k = find(p, "model.layers.3.self_attn.k_proj");
         const oct_plan_layer *u = find(p, "model.layers.3.mlp.up_proj");
-        CHECK(k && strcmp(k->group, "model.layers.3.self_attn.qkv_proj") == 0);
-        CHECK(u && strcmp(u->group, "model.layers.3.mlp.gate_up_proj") == 0);
+        CHECK(k && strcmp(k->unit, "model.layers.3.self_attn.qkv_proj") == 0);
+        CHECK(u && strcmp(u->unit, "model.layers.3.mlp.gate_up_proj") == 0);
         CHECK(oct_plan_n_quantized(p) == 56);
         oct_plan_free(p);
     }
@@ -577,7 +577,7 @@ int main(void)
     RUN(test_online_load_runs);
     RUN(test_kv_cache_dtypes);
     RUN(test_kv_row_widening);
-    RUN(test_prequantized_shards_fuse);
+    RUN(test_prequantized_parts_fuse);
     RUN(test_misaligned_tensor_data);
     return testlib_finish();
 }

@@ -194,7 +194,7 @@ static bool scheme_is(const oct_plan *p, const char *layer, const char *scheme)
     return true;
 }
 
-/* The plan lists every expert shard, the router (never quantized) and the
+/* The plan lists every expert part, the router (never quantized) and the
  * fused units, in every layout. */
 static void test_plan_lists_experts(void)
 {
@@ -208,7 +208,7 @@ static void test_plan_lists_experts(void)
     CHECK(scheme_is(p, "model.layers.1.block_sparse_moe.experts.3.w1", "fp8_per_tensor"));
     CHECK(scheme_is(p, "model.layers.1.block_sparse_moe.experts.3.w2", "fp8_per_tensor"));
     const oct_plan_layer *w3 = find(p, "model.layers.0.block_sparse_moe.experts.2.w3");
-    CHECK(w3 && strcmp(w3->group, "model.layers.0.block_sparse_moe.experts.2.gate_up_proj") == 0);
+    CHECK(w3 && strcmp(w3->unit, "model.layers.0.block_sparse_moe.experts.2.gate_up_proj") == 0);
     CHECK(oct_plan_model_bytes(p) < oct_plan_bf16_bytes(p));
     oct_plan_free(p);
     p = plan("granitemoe", "mxfp8", NULL, &err);
@@ -275,7 +275,7 @@ static void test_ignore_on_experts(void)
     CHECK(scheme_is(p, "model.layers.0.block_sparse_moe.experts.1.gate_proj", "bf16"));
     CHECK(oct_plan_n_quantized(p) == 2 * 4);
     oct_plan_free(p);
-    /* a gate shard ignored without its up shard: the fused unit disagrees */
+    /* a gate part ignored without its up part: the fused unit disagrees */
     p = plan("qwen3_moe", "fp8_per_tensor",
              "{\"ignore\": [\"model.layers.0.mlp.experts.2.gate_proj\"]}", &err);
     CHECK(p == NULL && strstr(err.message, "Found a different quantization schemes for "
@@ -356,7 +356,7 @@ static void test_online_moe_runs(void)
 }
 
 /* A pre-quantized MoE checkpoint with per-expert 2-D FP8 tensors (as
- * llm-compressor writes Mixtral / Qwen3-MoE): each expert shard keeps its
+ * llm-compressor writes Mixtral / Qwen3-MoE): each expert part keeps its
  * own scales and runs unfused; the router, left unquantized by the
  * exporter's ignore list, stays BF16. */
 static void test_prequantized_per_expert(void)
@@ -386,7 +386,7 @@ static void test_prequantized_per_expert(void)
         const oct_plan_layer *w1 = find(p, "model.layers.1.block_sparse_moe.experts.2.w1");
         const oct_plan_layer *w3 = find(p, "model.layers.1.block_sparse_moe.experts.2.w3");
         /* per-channel scales stack exactly: w1 and w3 run as one fused unit */
-        CHECK(w1 && w3 && strcmp(w1->group, w3->group) == 0 && strcmp(w1->group, w1->name) != 0);
+        CHECK(w1 && w3 && strcmp(w1->unit, w3->unit) == 0 && strcmp(w1->unit, w1->name) != 0);
         CHECK(oct_plan_n_quantized(p) == 2 * (4 + 12));
         int32_t ids[8] = {5, 17, 300, 42, 9, 77, 400, 3};
         float *lg = prefill(m, ids, 8, NULL);

@@ -217,7 +217,7 @@ static void test_static(void)
     free(q);
 }
 
-static void test_fused_shards(void)
+static void test_fused_parts(void)
 {
     REQUIRE(g_have);
     size_t nb;
@@ -232,7 +232,7 @@ static void test_fused_shards(void)
         uint8_t *q = malloc(nb);
         memcpy(q, qin, nb);
         float so;
-        CHECK_OK(oct_quant_requant_shards(OCT_FP8_E4M3FN, q, sh[1], rows, sin, 3, mode == 1, &so));
+        CHECK_OK(oct_quant_requant_parts(OCT_FP8_E4M3FN, q, sh[1], rows, sin, 3, mode == 1, &so));
         CHECK(cmp_f32("fused scale", fixture_st_get(&g_st, "fused.scale_out", NULL, NULL, NULL),
                       &so, 1) == 0);
         CHECKF(cmp_codes(outs[mode], fixture_st_get(&g_st, outs[mode], NULL, NULL, NULL), q, nb) ==
@@ -331,7 +331,7 @@ int main(void)
     RUN(test_blocks);
     RUN(test_mx);
     RUN(test_static);
-    RUN(test_fused_shards);
+    RUN(test_fused_parts);
     RUN(test_fn_to_fnuz);
     RUN(test_bad_args);
     RUN(test_paths_agree);

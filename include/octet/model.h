@@ -42,13 +42,14 @@ typedef struct oct_model_opts {
 
 /* One entry of the load plan: an unfused linear layer. */
 typedef struct oct_plan_layer {
-    const char *name;        /* checkpoint name "model.layers.0.self_attn.q_proj" */
-    const char *group;       /* fused layer it runs in ("...self_attn.qkv_proj") or name */
-    int64_t n, k;            /* weight [n, k] */
+    const char *name; /* checkpoint name "model.layers.0.self_attn.q_proj" */
+    const char
+        *unit;    /* the unit it runs in: its fused layer ("...self_attn.qkv_proj") or its name */
+    int64_t n, k; /* weight [n, k] */
     const char *scheme;      /* "bf16", "fp8_per_tensor", "fp8_per_block", "mxfp8",
                                 or the checkpoint's ("FP8_DYNAMIC (checkpoint)", ...) */
     const char *ignore_rule; /* the ignore entry that kept it unquantized, or NULL */
-    const char *kernel;      /* kernel chosen for its group */
+    const char *kernel;      /* kernel chosen for its unit */
     uint64_t bytes;          /* bytes of weights + scales once loaded */
 } oct_plan_layer;
 

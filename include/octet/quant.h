@@ -74,15 +74,15 @@ OCT_API oct_status oct_dequant_blocks(oct_fp8_format f, const uint8_t *q, int64_
 OCT_API oct_status oct_dequant_mx(oct_fp8_format elem, const uint8_t *q, int64_t rows, int64_t cols,
                                   const uint8_t *scales, float *x);
 
-/* Fused per-tensor shards (q/k/v, gate/up) stacked row-wise in q [sum rows, cols]
- * with one scale each -> one scale (the max) for all: each shard with a smaller
+/* Fused per-tensor parts (q/k/v, gate/up) stacked row-wise in q [sum rows, cols]
+ * with one scale each -> one scale (the max) for all: each part with a smaller
  * scale is dequantized and requantized in place.  fp16_intermediate = true
  * reproduces vLLM bit for bit (dequant through float16, which overflows above
  * 65504 and flushes below 2^-24); false (octet's default) dequantizes exactly in
  * f32.  *scale_out = max scale. */
-OCT_API oct_status oct_quant_requant_shards(oct_fp8_format f, uint8_t *q, int64_t cols,
-                                            const int64_t *shard_rows, const float *shard_scales,
-                                            int n_shards, bool fp16_intermediate, float *scale_out);
+OCT_API oct_status oct_quant_requant_parts(oct_fp8_format f, uint8_t *q, int64_t cols,
+                                           const int64_t *part_rows, const float *part_scales,
+                                           int n_parts, bool fp16_intermediate, float *scale_out);
 
 /* E4M3FN -> E4M3FNUZ in place: byte 0x80 (-0) -> 0x00; every other byte kept,
  * so each value halves: the caller doubles the scales (weight, input, KV). */

@@ -23,8 +23,8 @@ int cli_inspect_plan(model_args *ma, bool as_json)
         json_t *o = json_object(), *layers = json_array();
         for (int64_t i = 0; i < n; i++) {
             const oct_plan_layer *l = oct_plan_layer_at(p, i);
-            json_t *e = json_pack("{s:s, s:s, s:[I,I], s:s, s:s, s:I}", "name", l->name, "group",
-                                  l->group, "shape", (json_int_t)l->n, (json_int_t)l->k, "scheme",
+            json_t *e = json_pack("{s:s, s:s, s:[I,I], s:s, s:s, s:I}", "name", l->name, "unit",
+                                  l->unit, "shape", (json_int_t)l->n, (json_int_t)l->k, "scheme",
                                   l->scheme, "kernel", l->kernel, "bytes", (json_int_t)l->bytes);
             json_object_set_new(e, "ignore_rule",
                                 l->ignore_rule ? json_string(l->ignore_rule) : json_null());
@@ -65,7 +65,7 @@ int cli_inspect_plan(model_args *ma, bool as_json)
         for (int64_t i = 0; i < n; i++) {
             const oct_plan_layer *l = oct_plan_layer_at(p, i);
             wn = (int)strlen(l->name) > wn ? (int)strlen(l->name) : wn;
-            wg = (int)strlen(l->group) > wg ? (int)strlen(l->group) : wg;
+            wg = (int)strlen(l->unit) > wg ? (int)strlen(l->unit) : wg;
         }
         printf("%-*s %-12s %-16s %-*s %-18s %12s\n", wn, "layer", "shape", "scheme", wg, "runs in",
                "kernel", "bytes");
@@ -77,7 +77,7 @@ int cli_inspect_plan(model_args *ma, bool as_json)
                 snprintf(scheme, sizeof scheme, "%s (ignore: %s)", l->scheme, l->ignore_rule);
             else
                 snprintf(scheme, sizeof scheme, "%s", l->scheme);
-            printf("%-*s %-12s %-16s %-*s %-18s %12llu\n", wn, l->name, shape, scheme, wg, l->group,
+            printf("%-*s %-12s %-16s %-*s %-18s %12llu\n", wn, l->name, shape, scheme, wg, l->unit,
                    l->kernel, (unsigned long long)l->bytes);
         }
         printf("\nlinear layers: %lld, quantized: %lld\n", (long long)n,

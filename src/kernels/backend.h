@@ -71,7 +71,7 @@ typedef struct oct_attn_shape {
     const float *k_norm;    /* [head_dim] or NULL */
 } oct_attn_shape;
 
-/* One unit of a linear role: fused (one oct_linear) or unfused shards run
+/* One unit of a linear role: fused (one oct_linear) or unfused parts run
  * one after the other into adjacent column ranges. */
 typedef struct oct_units {
     oct_linear *const *units; /* [n] */

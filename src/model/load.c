@@ -42,15 +42,15 @@ static void drop_pages(const void *p, size_t n)
     madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Rows [r0, r0+n) of a unit's (fused) weight as f32, across shards (2-D
+/* Rows [r0, r0+n) of a unit's (fused) weight as f32, across parts (2-D
  * checkpoint linears or row ranges of 3-D expert tensors). */
 static oct_status unit_read_f32(const oct_plan_unit *g, int64_t r0, int64_t n, float *dst,
                                 oct_error *err)
 {
     int64_t base = 0;
-    for (int s = 0; s < g->n_shards && n > 0; s++) {
+    for (int s = 0; s < g->n_parts && n > 0; s++) {
         const oct_ckpt_linear *l = g->src[s];
-        int64_t rows = g->shard_n[s];
+        int64_t rows = g->part_n[s];
         if (r0 < base + rows) {
             int64_t lr = r0 - base, take = OCT_MIN(n, rows - lr);
             oct_status st = l ? oct_ckpt_linear_read_f32(l, lr, take, dst, err)
@@ -142,8 +142,8 @@ static oct_status quantize_online(const oct_plan_unit *g, uint8_t *codes, void *
     return OCT_OK;
 }
 
-/* The checkpoint's FP8 codes and scales of a unit, shard after shard (fused
- * shards stack exactly: see ckpt_shards_fusable in plan.c). */
+/* The checkpoint's FP8 codes and scales of a unit, part after part (fused
+ * parts stack exactly: see ckpt_parts_fusable in plan.c). */
 static oct_status read_ckpt_fp8(const oct_plan_unit *g, uint8_t *codes, void *scales,
                                 size_t n_scales, oct_error *err)
 {
@@ -154,13 +154,13 @@ static oct_status read_ckpt_fp8(const oct_plan_unit *g, uint8_t *codes, void *sc
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     oct_status st = OCT_OK;
     int64_t row = 0;
-    for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
+    for (int s = 0; s < g->n_parts && st == OCT_OK; s++) {
         const oct_ckpt_linear *l = g->src[s];
         st = oct_ckpt_linear_read_codes(l, 0, l->out_features, codes + row * K, err);
         if (st != OCT_OK)
             break;
         switch (kind) {
-        case OCT_SCALE_TENSOR: /* shards share one scale (or there is one shard) */
+        case OCT_SCALE_TENSOR: /* parts share one scale (or there is one part) */
             st = oct_ckpt_linear_read_scales(l, (float *)scales, err);
             break;
         case OCT_SCALE_ROW: st = oct_ckpt_linear_read_scales(l, (float *)scales + row, err); break;
@@ -256,7 +256,7 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
         st = check_fp8(g, w, nk, err);
     if (st == OCT_OK && bias) {
         int64_t o = 0;
-        for (int s = 0; s < g->n_shards && st == OCT_OK; s++) {
+        for (int s = 0; s < g->n_parts && st == OCT_OK; s++) {
             const oct_tensor *b = g->src[s] ? g->src[s]->bias : NULL;
             if (!b || b->numel != g->src[s]->out_features) {
                 st = oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: bias missing or of wrong size",
@@ -268,7 +268,7 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
         }
     }
     /* the BF16 source pages go back before the kernel repacks the codes */
-    for (int s = 0; s < g->n_shards; s++) {
+    for (int s = 0; s < g->n_parts; s++) {
         if (g->src[s]) {
             drop_pages(g->src[s]->weight->data, g->src[s]->weight->size_bytes);
         } else {
@@ -277,7 +277,7 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
              * cache when it loads) */
             size_t es = oct_dtype_size(g->stack[s]->dtype);
             size_t off = (size_t)(g->stack_row0[s] * g->k) * es;
-            size_t len = (size_t)(g->shard_n[s] * g->k) * es;
+            size_t len = (size_t)(g->part_n[s] * g->k) * es;
             drop_pages((const char *)g->stack[s]->data + off, len);
         }
     }

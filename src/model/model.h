@@ -73,8 +73,8 @@ void oct_qspec_free(oct_qspec *q);
 const char *oct_online_scheme_str(oct_online_scheme s);
 
 /* A unit: linears fused into one GEMM (qkv_proj, gate_up_proj; each of its
- * linears is a shard) or a single linear.  oct_plan_layer.group names it. */
-#define OCT_MAX_SHARDS 3
+ * linears is a part) or a single linear.  oct_plan_layer.unit names it. */
+#define OCT_MAX_PARTS 3
 
 /* What a unit is in its decoder layer. */
 typedef enum {
@@ -89,15 +89,15 @@ typedef enum {
 
 typedef struct oct_plan_unit {
     char name[192]; /* "model.layers.0.self_attn.qkv_proj" */
-    int n_shards;
-    int64_t plan_index[OCT_MAX_SHARDS]; /* into plan->layers */
-    /* Per shard, one source: an unfused 2-D checkpoint linear, or rows
-     * [stack_row0, stack_row0 + shard_n) of a 3-D expert tensor [E, R, k]
+    int n_parts;
+    int64_t plan_index[OCT_MAX_PARTS]; /* into plan->layers */
+    /* Per part, one source: an unfused 2-D checkpoint linear, or rows
+     * [stack_row0, stack_row0 + part_n) of a 3-D expert tensor [E, R, k]
      * viewed as [E*R, k] (stacked / fused experts, unquantized). */
-    const oct_ckpt_linear *src[OCT_MAX_SHARDS];
-    const oct_tensor *stack[OCT_MAX_SHARDS];
-    int64_t stack_row0[OCT_MAX_SHARDS];
-    int64_t shard_n[OCT_MAX_SHARDS];
+    const oct_ckpt_linear *src[OCT_MAX_PARTS];
+    const oct_tensor *stack[OCT_MAX_PARTS];
+    int64_t stack_row0[OCT_MAX_PARTS];
+    int64_t part_n[OCT_MAX_PARTS];
     int64_t layer, expert; /* decoder layer; expert index or -1 */
     oct_unit_role role;
     /* Expert unit with online per-tensor weights: activations use one dynamic
@@ -132,13 +132,13 @@ typedef oct_moe_expert oct_expert;
 
 /* One loaded decoder layer. */
 typedef struct oct_layer_weights {
-    float *attn_norm;                /* [H] input_layernorm */
-    float *mlp_norm;                 /* [H] post_attention_layernorm */
-    float *q_norm;                   /* [d] Qwen3 or NULL */
-    float *k_norm;                   /* [d] Qwen3 or NULL */
-    oct_linear *qkv[OCT_MAX_SHARDS]; /* fused: qkv[0] only; unfused: q, k, v */
+    float *attn_norm;               /* [H] input_layernorm */
+    float *mlp_norm;                /* [H] post_attention_layernorm */
+    float *q_norm;                  /* [d] Qwen3 or NULL */
+    float *k_norm;                  /* [d] Qwen3 or NULL */
+    oct_linear *qkv[OCT_MAX_PARTS]; /* fused: qkv[0] only; unfused: q, k, v */
     int n_qkv;
-    int64_t qkv_n[OCT_MAX_SHARDS]; /* output width of each unit */
+    int64_t qkv_n[OCT_MAX_PARTS]; /* output width of each unit */
     oct_linear *o;
     oct_linear *gate_up[2]; /* fused: [0]; unfused: gate, up */
     int n_gate_up;

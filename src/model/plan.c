@@ -6,7 +6,7 @@
  *
  * Fusion: online and unquantized layers run fused as vLLM runs them (q/k/v ->
  * qkv_proj, gate/up -> gate_up_proj), so an online per-tensor scale covers the
- * whole fused matrix exactly as in vLLM.  Pre-quantized FP8 shards keep their
+ * whole fused matrix exactly as in vLLM.  Pre-quantized FP8 parts keep their
  * own scales and run unfused: no requantization, no precision lost. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,12 +125,12 @@ static const char *scheme_of(oct_online_scheme online, bool is_fp8)
 }
 
 /* One unfused linear as a unit sees it: its plan name and its weight source. */
-typedef struct shard_in {
+typedef struct part_in {
     char name[192];
     const oct_ckpt_linear *src; /* 2-D checkpoint linear, or NULL: */
     const oct_tensor *stack;    /* 3-D expert tensor viewed as [E*R, k] */
     int64_t row0, n, k;
-} shard_in;
+} part_in;
 
 typedef struct plan_ctx {
     oct_plan *p;
@@ -141,12 +141,12 @@ typedef struct plan_ctx {
     bool *ignore_used;
 } plan_ctx;
 
-/* Pre-quantized FP8 shards of one fused layer can run as one unit when the
- * fusion is exact: the same scheme on every shard, and scales that simply
- * stack (per-channel and MX rows; 128x128 blocks when every shard but the last
- * has a multiple of 128 rows; per-tensor only when all shards share one scale
+/* Pre-quantized FP8 parts of one fused layer can run as one unit when the
+ * fusion is exact: the same scheme on every part, and scales that simply
+ * stack (per-channel and MX rows; 128x128 blocks when every part but the last
+ * has a multiple of 128 rows; per-tensor only when all parts share one scale
  * -- vLLM would requantize the others to the max, octet keeps them apart). */
-static bool ckpt_shards_fusable(const shard_in *sh, int n_sh)
+static bool ckpt_parts_fusable(const part_in *sh, int n_sh)
 {
     if (n_sh < 2)
         return false;
@@ -196,19 +196,19 @@ static const char *last_component(const char *name)
     return d ? d + 1 : name;
 }
 
-/* Adds the units of one role (fused shards, or a single linear) to the plan:
- * scheme per shard (online `base` unless an ignore entry matched; layer_ign
- * >= 0: already ignored by a whole-layer entry), the shards-must-agree rule,
+/* Adds the units of one role (fused parts, or a single linear) to the plan:
+ * scheme per part (online `base` unless an ignore entry matched; layer_ign
+ * >= 0: already ignored by a whole-layer entry), the parts-must-agree rule,
  * unit descriptions, kernels, plan entries. */
 static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int64_t expert,
-                            const char *fused, const shard_in *sh, int n_sh, oct_online_scheme base,
+                            const char *fused, const part_in *sh, int n_sh, oct_online_scheme base,
                             bool consult_ignore, int layer_ign, oct_error *err)
 {
     oct_plan *p = c->p;
     oct_status st = OCT_OK;
-    oct_online_scheme sch[OCT_MAX_SHARDS];
-    int ign[OCT_MAX_SHARDS];
-    /* the fused name itself listed in ignore ignores every shard */
+    oct_online_scheme sch[OCT_MAX_PARTS];
+    int ign[OCT_MAX_PARTS];
+    /* the fused name itself listed in ignore ignores every part */
     int fused_ign = layer_ign;
     if (fused_ign < 0 && consult_ignore) {
         if ((st = match_ignore(c, fused, &fused_ign, err)) != OCT_OK)
@@ -247,15 +247,15 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         }
     }
     bool is_expert = role == OCT_U_EXP_GATE_UP || role == OCT_U_EXP_DOWN;
-    /* Units: fused, unless the checkpoint's FP8 shards have scales that do not
+    /* Units: fused, unless the checkpoint's FP8 parts have scales that do not
      * stack exactly (then each keeps its own). */
-    bool split = ckpt_fp8 && !ckpt_shards_fusable(sh, n_sh);
+    bool split = ckpt_fp8 && !ckpt_parts_fusable(sh, n_sh);
     int n_units = split ? n_sh : 1;
     for (int u = 0; u < n_units; u++) {
         oct_plan_unit *g = &p->units[p->n_units];
         int s0 = split ? u : 0, s1 = split ? u + 1 : n_sh;
         snprintf(g->name, sizeof g->name, "%s", split || n_sh == 1 ? sh[s0].name : fused);
-        g->n_shards = s1 - s0;
+        g->n_parts = s1 - s0;
         g->k = sh[s0].k;
         g->online = sch[0];
         g->from_checkpoint_fp8 = ckpt_fp8;
@@ -266,7 +266,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             g->src[s - s0] = sh[s].src;
             g->stack[s - s0] = sh[s].stack;
             g->stack_row0[s - s0] = sh[s].row0;
-            g->shard_n[s - s0] = sh[s].n;
+            g->part_n[s - s0] = sh[s].n;
             g->n += sh[s].n;
         }
         oct_linear_desc *d = &g->desc;
@@ -305,7 +305,7 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             oct_plan_layer *pl = &p->layers[p->n_layers];
             g->plan_index[s - s0] = p->n_layers;
             pl->name = keep(p, sh[s].name, err, &st);
-            pl->group = keep(p, g->name, err, &st);
+            pl->unit = keep(p, g->name, err, &st);
             pl->n = sh[s].n;
             pl->k = sh[s].k;
             const char *sc = scheme_of(g->online, ckpt_fp8);
@@ -331,9 +331,9 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
     return OCT_OK;
 }
 
-/* A 2-D checkpoint linear `name` of shape [want_n, want_k] as a shard. */
-static oct_status lin_shard(const plan_ctx *c, const char *name, int64_t want_n, int64_t want_k,
-                            shard_in *out, oct_error *err)
+/* A 2-D checkpoint linear `name` of shape [want_n, want_k] as a part. */
+static oct_status lin_part(const plan_ctx *c, const char *name, int64_t want_n, int64_t want_k,
+                           part_in *out, oct_error *err)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", name);
@@ -367,12 +367,12 @@ static oct_status dense_role(plan_ctx *c, int64_t l, oct_unit_role role, oct_err
                               : role == OCT_U_O       ? "o_proj"
                               : role == OCT_U_GATE_UP ? "gate_up_proj"
                                                       : "down_proj";
-    const char *const *shards = role == OCT_U_QKV       ? qkv
-                                : role == OCT_U_O       ? o
-                                : role == OCT_U_GATE_UP ? gate_up
-                                                        : down;
+    const char *const *parts = role == OCT_U_QKV       ? qkv
+                               : role == OCT_U_O       ? o
+                               : role == OCT_U_GATE_UP ? gate_up
+                                                       : down;
     int n_sh = role == OCT_U_QKV ? 3 : role == OCT_U_GATE_UP ? 2 : 1;
-    shard_in sh[OCT_MAX_SHARDS];
+    part_in sh[OCT_MAX_PARTS];
     char fused[192], name[192];
     snprintf(fused, sizeof fused, "model.layers.%lld.%s.%s", (long long)l, block, fused_short);
     for (int s = 0; s < n_sh; s++) {
@@ -381,8 +381,8 @@ static oct_status dense_role(plan_ctx *c, int64_t l, oct_unit_role role, oct_err
                          : role == OCT_U_GATE_UP ? a->intermediate
                                                  : a->hidden;
         int64_t want_k = role == OCT_U_O ? qd : role == OCT_U_DOWN ? a->intermediate : a->hidden;
-        snprintf(name, sizeof name, "model.layers.%lld.%s.%s", (long long)l, block, shards[s]);
-        oct_status st = lin_shard(c, name, want_n, want_k, &sh[s], err);
+        snprintf(name, sizeof name, "model.layers.%lld.%s.%s", (long long)l, block, parts[s]);
+        oct_status st = lin_part(c, name, want_n, want_k, &sh[s], err);
         if (st != OCT_OK)
             return st;
     }
@@ -433,7 +433,7 @@ static oct_status check_stack(const plan_ctx *c, const oct_tensor *t, int64_t e,
  *   stacked 3-D      <blk>.input_linear.weight [E, 2I, H], <blk>.output_linear.weight
  *                    [E, H, I] (GraniteMoe; transformers chunks input_linear's output
  *                    into gate then up halves)
- * Plan names of experts are <blk>.experts.N.<shard> (the checkpoint's shard names for
+ * Plan names of experts are <blk>.experts.N.<proj> (the checkpoint's part names for
  * per-expert layouts, gate_proj/up_proj/down_proj for 3-D ones); the fused unit is
  * <blk>.experts.N.gate_up_proj.  An ignore entry matching <blk>.experts (vLLM's
  * FusedMoE name) keeps every expert of the layer unquantized. */
@@ -459,7 +459,7 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
                   : a->moe == OCT_MOE_QWEN3 ? OCT_ARRAY_LEN(k_qwen3)
                                             : OCT_ARRAY_LEN(k_granite);
     char blk[128], name[192], fused[192];
-    shard_in sh[OCT_MAX_SHARDS];
+    part_in sh[OCT_MAX_PARTS];
     oct_status st;
     const oct_ckpt_linear *router = NULL;
     for (size_t i = 0; i < n_rn && !router; i++) {
@@ -473,7 +473,7 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
                              "%s: tensor %s.%s.weight (MoE router of %s) is missing", c->dir, blk,
                              rn[0].router, a->name);
     }
-    if ((st = lin_shard(c, router->name, E, H, &sh[0], err)) != OCT_OK)
+    if ((st = lin_part(c, router->name, E, H, &sh[0], err)) != OCT_OK)
         return st;
     /* MoE router gates are never quantized (docs/MODEL.md §Online quantization config) */
     if ((st = add_units(c, l, OCT_U_ROUTER, -1, router->name, sh, 1, OCT_ONLINE_NONE, false, -1,
@@ -529,7 +529,7 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
             snprintf(name, sizeof name, "%s.experts.%lld.%s", blk, (long long)e, short_name);
             int64_t n = s < 2 ? I : H, k = s < 2 ? H : I;
             if (per_expert) {
-                if ((st = lin_shard(c, name, n, k, &sh[s], err)) != OCT_OK)
+                if ((st = lin_part(c, name, n, k, &sh[s], err)) != OCT_OK)
                     return st;
             } else {
                 memset(&sh[s], 0, sizeof sh[s]);
@@ -631,7 +631,7 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                      p->qspec.ignore[i],
                      a->moe != OCT_MOE_NONE
                          ? "; experts: model.layers.0.<block>.experts for a whole MoE layer, "
-                           "model.layers.0.<block>.experts.3.<shard> for one expert; see "
+                           "model.layers.0.<block>.experts.3.<proj> for one expert; see "
                            "inspect --plan"
                          : "");
     if (online)

@@ -1,33 +1,33 @@
-/* requant.c — fused-shard requantization to one scale, and E4M3FN -> E4M3FNUZ. */
+/* requant.c — fused-part requantization to one scale, and E4M3FN -> E4M3FNUZ. */
 #include <math.h>
 
 #include "core/core.h"
 #include "fp8/fp8_impl.h"
 #include "quant/quant_impl.h"
 
-oct_status oct_quant_requant_shards(oct_fp8_format f, uint8_t *q, int64_t cols,
-                                    const int64_t *shard_rows, const float *shard_scales,
-                                    int n_shards, bool fp16_intermediate, float *scale_out)
+oct_status oct_quant_requant_parts(oct_fp8_format f, uint8_t *q, int64_t cols,
+                                   const int64_t *part_rows, const float *part_scales, int n_parts,
+                                   bool fp16_intermediate, float *scale_out)
 {
-    if (!oct_quant_elem_format_ok(f) || cols < 0 || n_shards <= 0 || !shard_rows || !shard_scales ||
+    if (!oct_quant_elem_format_ok(f) || cols < 0 || n_parts <= 0 || !part_rows || !part_scales ||
         !scale_out)
         return OCT_ERR_INVALID_ARG;
     float smax = -INFINITY;
-    for (int i = 0; i < n_shards; i++) {
-        if (shard_rows[i] < 0 || !(shard_scales[i] > 0.0f) || isinf(shard_scales[i]))
+    for (int i = 0; i < n_parts; i++) {
+        if (part_rows[i] < 0 || !(part_scales[i] > 0.0f) || isinf(part_scales[i]))
             return OCT_ERR_INVALID_ARG;
-        smax = shard_scales[i] > smax ? shard_scales[i] : smax;
+        smax = part_scales[i] > smax ? part_scales[i] : smax;
     }
     *scale_out = smax;
     const float *t = oct_fp8_decode_table(f);
     float inv = 1.0f / smax;
     float buf[1024];
     uint8_t *p = q;
-    for (int i = 0; i < n_shards; i++) {
+    for (int i = 0; i < n_parts; i++) {
         size_t n;
-        if (!oct_size_mul((size_t)shard_rows[i], (size_t)cols, &n))
+        if (!oct_size_mul((size_t)part_rows[i], (size_t)cols, &n))
             return OCT_ERR_OVERFLOW;
-        float s = shard_scales[i];
+        float s = part_scales[i];
         if (s != smax && n) {
             if (!q)
                 return OCT_ERR_INVALID_ARG;

@@ -8,7 +8,7 @@
  *   attention  attention_cpu.c
  *   silu_mul   g / (1 + exp(-g)) * u
  *   linear     each unit's oct_linear (FP8 W8A8 with on-the-fly activation
- *              quantization, or BF16/F32), unfused shards side by side
+ *              quantization, or BF16/F32), unfused parts side by side
  *   moe        router logits, top-k experts per token with their routing
  *              weights, each expert's MLP once on the rows routed to it, the
  *              outputs combined with the weights in f32
@@ -21,7 +21,7 @@
 #include "kernels/cpu/backend_cpu.h"
 
 struct oct_backend_ws {
-    float *tmp;               /* [max_tokens, widest] unfused-shard scratch */
+    float *tmp;               /* [max_tokens, widest] unfused-part scratch */
     float *scores;            /* [threads, scores_per_thread] attention */
     size_t scores_per_thread; /* cpu_attention_scratch_floats */
     int n_threads;

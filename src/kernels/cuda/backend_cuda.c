@@ -72,7 +72,7 @@ struct oct_backend_ws {
     size_t attn_ws_bytes;
     uint8_t *lin_ws; /* per-tensor activation codes + scale */
     size_t lin_ws_bytes;
-    uint16_t *tmp; /* [max_tokens, widest] unfused-shard output */
+    uint16_t *tmp; /* [max_tokens, widest] unfused-part output */
     float *logits; /* [logits_rows, V] f32, grown by begin to the rows wanted */
     int64_t logits_rows;
     /* device sampling: per-row parameters, ids and logprobs, [logits_rows] */
@@ -562,7 +562,7 @@ static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units
         if (st != OCT_OK)
             return st;
         CK(oct_cuda_copy_cols_bf16(ws->tmp, u->widths[i], n, (uint16_t *)y + off, total, c->stream),
-           "unfused shard copy");
+           "unfused part copy");
         off += u->widths[i];
     }
     return OCT_OK;

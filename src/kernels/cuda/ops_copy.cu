@@ -1,5 +1,5 @@
 // ops_copy.cu — small device helpers of the CUDA backend (backend_cuda.h):
-// column copies for unfused shards, bias adds, the backend's stream, CUDA
+// column copies for unfused parts, bias adds, the backend's stream, CUDA
 // graph capture and replay, synchronization, the profiler range.
 #include <cuda_bf16.h>
 #include <cuda_profiler_api.h>
