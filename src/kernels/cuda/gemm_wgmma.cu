@@ -108,6 +108,130 @@ template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
     return make_uint4(a0, a1, a2, a3);
 }
 
+// One CTA's shared-memory ring and work, seen by the producer and the consumer
+// warpgroups: S stages of a and w boxes, each with a "full" and an "empty"
+// mbarrier, and the work units (tile u % ntiles, K range u / ntiles: split-K
+// shapes; else the whole K).  The producer's loop is a member; the consumers'
+// main loops stay in the kernel.
+template <int NC, int BN, int S, bool BLK, int MINB, int F> struct Cta {
+    using T = Shape<NC, BN, S, MINB, F>;
+    static constexpr bool SK = F & kSplitK, SW = F & kSwap, PP = T::PP;
+    const Params &p;
+    uint8_t *smem;          // [S][STAGE] the ring, 1024-byte aligned
+    uint64_t *full, *empty; // [S] each
+    int ntiles, nk, nunits; // output tiles, K steps, work units
+
+    // The K steps of range sp.  (splits <= nk: every range has a step, and saying
+    // so keeps ptxas from serializing the MMAs, C7515)
+    __device__ __forceinline__ void k_range(int sp, int &kb0, int &kb1) const
+    {
+        kb0 = SK ? sp * nk / p.splits : 0;
+        kb1 = SK ? max((sp + 1) * nk / p.splits, kb0 + 1) : nk;
+    }
+
+    // Tile t -> its output corner: groups of kGroupM M-tiles, M fastest.
+    __device__ __forceinline__ void corner(int t, int &m0, int &n0) const
+    {
+        const int per_group = kGroupM * p.tiles_n;
+        const int first_m = t / per_group * kGroupM;
+        const int gsz = min(p.tiles_m - first_m, kGroupM);
+        m0 = (first_m + t % per_group % gsz) * T::BM;
+        n0 = t % per_group / gsz * BN;
+    }
+
+    // Thread 0: the stages' barriers (then a block barrier).
+    __device__ __forceinline__ void init_barriers() const
+    {
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < S; s++) {
+                oct_mbar_init(&full[s], 1);
+                oct_mbar_init(&empty[s], PP ? 128 : NC * 128); // (ping-pong: one owner)
+            }
+            oct_mbar_init_fence();
+        }
+    }
+
+    // The producer's one thread: for each of this CTA's work units, each K step
+    // waits for its stage to be empty, then loads its boxes.  q counts K steps
+    // over all of them: stage q % S, pass q / S.
+    __device__ __forceinline__ void produce(const CUtensorMap &map_a,
+                                            const CUtensorMap &map_w) const
+    {
+        oct_tma_prefetch_map(&map_a);
+        oct_tma_prefetch_map(&map_w);
+        int q = 0;
+        for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
+            int m0, n0, kb, kb1;
+            corner(u % ntiles, m0, n0);
+            k_range(u / ntiles, kb, kb1);
+            // The weight box (the B operand; swapped: the A operand) and the
+            // activation box of stage s, K step kb.
+            auto load_w = [&](int s, int step) {
+                oct_tma_load_2d(smem + s * T::STAGE + (SW ? 0 : T::A_BYTES), SW ? &map_a : &map_w,
+                                &full[s], step * kBK, SW ? m0 : n0);
+            };
+            auto load_x = [&](int s, int step) {
+                oct_tma_load_2d(smem + s * T::STAGE + (SW ? T::A_BYTES : 0), SW ? &map_w : &map_a,
+                                &full[s], step * kBK, SW ? n0 : m0);
+            };
+            if (u == (int)blockIdx.x) {
+                // First tile: its first S weight boxes before waiting for the
+                // quantizer (weights do not depend on the previous kernel).
+                const int pre = min(S, kb1 - kb);
+                for (int i = 0; i < pre; i++) {
+                    oct_mbar_expect_tx(&full[i], T::STAGE);
+                    load_w(i, kb + i);
+                }
+                if (p.pdl)
+                    oct_pdl_wait();
+                for (int i = 0; i < pre; i++)
+                    load_x(i, kb + i);
+                kb += pre;
+                q = pre;
+            }
+            for (; kb < kb1; kb++, q++) {
+                const int s = q % S;
+                oct_mbar_wait(&empty[s], ((q / S) & 1) ^ 1);
+                oct_mbar_expect_tx(&full[s], T::STAGE);
+                load_w(s, kb);
+                load_x(s, kb);
+            }
+        }
+    }
+};
+
+// The swapped shapes' epilogue (y = the sums, scaled, as bf16): rows are weight
+// channels, columns tokens, y is [cols][rows]; n (here p.n tokens) is any count,
+// so each column is checked.
+template <int WN, bool BLK, class Sums>
+__device__ __forceinline__ void store_swapped(const Params &p, const Sums &sums, float *const &sws,
+                                              const float &sa0, const float &sa1, const int &lane,
+                                              const int &r0, const int &r1, const int &c0,
+                                              const bool &row0, const bool &row1)
+{
+#pragma unroll
+    for (int j = 0; j < WN / 8; j++) {
+        const int c = c0 + 8 * j + 2 * (lane % 4);
+        const float4 v = sums(j);
+        float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w; // (block scales: applied)
+        if constexpr (!BLK) {
+            // token scale x (channel scale x sum), the CPU epilogue's order
+            const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+            v0 = w.x * (sa0 * v0), v1 = w.y * (sa0 * v1);
+            v2 = w.x * (sa1 * v2), v3 = w.y * (sa1 * v3);
+        }
+        uint16_t *yc = p.y + (size_t)c * p.m;
+        if (row0 && c < p.n)
+            yc[r0] = oct_f32_to_bf16_dev(v0);
+        if (row0 && c + 1 < p.n)
+            yc[p.m + r0] = oct_f32_to_bf16_dev(v1);
+        if (row1 && c < p.n)
+            yc[r1] = oct_f32_to_bf16_dev(v2);
+        if (row1 && c + 1 < p.n)
+            yc[p.m + r1] = oct_f32_to_bf16_dev(v3);
+    }
+}
+
 template <int NC, int BN, int S, bool BLK, int MINB, int F>
 __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
@@ -135,76 +259,15 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
     const int nk = p.k / kBK;
     // Work units: tile u % ntiles, K range u / ntiles (split-K shapes; else the whole K).
     const int nunits = SK ? ntiles * p.splits : ntiles;
-    // (splits <= nk: every range has a step, and saying so keeps ptxas from
-    // serializing the MMAs, C7515)
-    auto k_range = [&](int sp, int &kb0, int &kb1) {
-        kb0 = SK ? sp * nk / p.splits : 0;
-        kb1 = SK ? max((sp + 1) * nk / p.splits, kb0 + 1) : nk;
-    };
-    // Tile t -> its output corner: groups of kGroupM M-tiles, M fastest.
-    auto corner = [&](int t, int &m0, int &n0) {
-        const int per_group = kGroupM * p.tiles_n;
-        const int first_m = t / per_group * kGroupM;
-        const int gsz = min(p.tiles_m - first_m, kGroupM);
-        m0 = (first_m + t % per_group % gsz) * T::BM;
-        n0 = t % per_group / gsz * BN;
-    };
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < S; s++) {
-            oct_mbar_init(&full[s], 1);
-            oct_mbar_init(&empty[s], PP ? 128 : NC * 128); // (ping-pong: one owner)
-        }
-        oct_mbar_init_fence();
-    }
+    const Cta<NC, BN, S, BLK, MINB, F> c = {p, smem, full, empty, ntiles, nk, nunits};
+    c.init_barriers();
     __syncthreads();
 
     if (wg == NC) { // producer warp(group): one thread issues every copy
         if constexpr (T::SETMAXNREG)
             oct_setmaxnreg_dec<T::REG_DEC>();
-        if (threadIdx.x == NC * 128) {
-            oct_tma_prefetch_map(&map_a);
-            oct_tma_prefetch_map(&map_w);
-            // q counts K steps over all of this CTA's tiles: stage q % S, pass q / S.
-            int q = 0;
-            for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
-                int m0, n0, kb, kb1;
-                corner(u % ntiles, m0, n0);
-                k_range(u / ntiles, kb, kb1);
-                // The weight box (the B operand; swapped: the A operand) and the
-                // activation box of stage s, K step kb.
-                auto load_w = [&](int s, int step) {
-                    oct_tma_load_2d(smem + s * T::STAGE + (SW ? 0 : T::A_BYTES),
-                                    SW ? &map_a : &map_w, &full[s], step * kBK, SW ? m0 : n0);
-                };
-                auto load_x = [&](int s, int step) {
-                    oct_tma_load_2d(smem + s * T::STAGE + (SW ? T::A_BYTES : 0),
-                                    SW ? &map_w : &map_a, &full[s], step * kBK, SW ? n0 : m0);
-                };
-                if (u == (int)blockIdx.x) {
-                    // First tile: its first S weight boxes before waiting for the
-                    // quantizer (weights do not depend on the previous kernel).
-                    const int pre = min(S, kb1 - kb);
-                    for (int i = 0; i < pre; i++) {
-                        oct_mbar_expect_tx(&full[i], T::STAGE);
-                        load_w(i, kb + i);
-                    }
-                    if (p.pdl)
-                        oct_pdl_wait();
-                    for (int i = 0; i < pre; i++)
-                        load_x(i, kb + i);
-                    kb += pre;
-                    q = pre;
-                }
-                for (; kb < kb1; kb++, q++) {
-                    const int s = q % S;
-                    oct_mbar_wait(&empty[s], ((q / S) & 1) ^ 1);
-                    oct_mbar_expect_tx(&full[s], T::STAGE);
-                    load_w(s, kb);
-                    load_x(s, kb);
-                }
-            }
-        }
+        if (threadIdx.x == NC * 128)
+            c.produce(map_a, map_w);
         return;
     }
 
@@ -292,8 +355,8 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         }
         const int t = u % ntiles, sp = u / ntiles;
         int m0, n0, kbeg, kend;
-        corner(t, m0, n0);
-        k_range(sp, kbeg, kend);
+        c.corner(t, m0, n0);
+        c.k_range(sp, kbeg, kend);
         const int r0 = m0 + wrow + warp * 16 + lane / 4, r1 = r0 + 8;
         const int c0 = n0 + wcol; // this warpgroup's first column
         const size_t ra0 = (size_t)min(r0, p.m - 1), ra1 = (size_t)min(r1, p.m - 1);
@@ -512,30 +575,7 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         // scale reads and multiplies of all columns can be scheduled together.
         const bool row0 = r0 < p.m, row1 = r1 < p.m;
         if constexpr (SW) {
-            // Swapped: rows are weight channels, columns tokens, y is [cols][rows]; n
-            // (here p.n tokens) is any count, so each column is checked.
-#pragma unroll
-            for (int j = 0; j < WN / 8; j++) {
-                const int c = c0 + 8 * j + 2 * (lane % 4);
-                const float4 v = sums(j);
-                float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w; // (block scales: applied)
-                if constexpr (!BLK) {
-                    // token scale x (channel scale x sum), the CPU epilogue's order
-                    const float2 w =
-                        *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
-                    v0 = w.x * (sa0 * v0), v1 = w.y * (sa0 * v1);
-                    v2 = w.x * (sa1 * v2), v3 = w.y * (sa1 * v3);
-                }
-                uint16_t *yc = p.y + (size_t)c * p.m;
-                if (row0 && c < p.n)
-                    yc[r0] = oct_f32_to_bf16_dev(v0);
-                if (row0 && c + 1 < p.n)
-                    yc[p.m + r0] = oct_f32_to_bf16_dev(v1);
-                if (row1 && c < p.n)
-                    yc[r1] = oct_f32_to_bf16_dev(v2);
-                if (row1 && c + 1 < p.n)
-                    yc[p.m + r1] = oct_f32_to_bf16_dev(v3);
-            }
+            store_swapped<WN, BLK>(p, sums, sws, sa0, sa1, lane, r0, r1, c0, row0, row1);
             continue;
         }
         uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
