@@ -7,6 +7,9 @@
 #   make fuzz       libFuzzer targets (clang)
 #   make CUDA=1     also compile src/kernels/cuda/*.cu with nvcc
 #   make WERROR=1   warnings are errors (CI)
+#   make wheel      build/wheel/octet-*.whl: the Python package with liboctet.so inside
+#   make python     install that wheel into $(PYTHON)'s environment
+#   make python-test  the Python package's tests alone (make test runs them too)
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
 
@@ -79,7 +82,14 @@ FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
 FIXTURE_GZ  := $(wildcard tests/fixtures/*.gz)
 FIXTURE_OUT := $(FIXTURE_GZ:tests/fixtures/%.gz=$(BUILD)/fixtures/%)
 
-.PHONY: all test asan demo bench fuzz format-check clean deps
+# The Python package (python/): pure Python over liboctet.so.  Wheels are
+# built offline by an interpreter with setuptools and wheel (Debian:
+# python3-setuptools python3-wheel): $(PYTHON) when it has them, else Debian's.
+PYTHON   ?= python3
+PY_BUILD ?= $(shell for p in $(PYTHON) /usr/bin/python3; do \
+              $$p -c 'import setuptools, wheel' 2>/dev/null && { echo $$p; break; }; done)
+
+.PHONY: all test asan demo bench fuzz format-check clean deps python wheel python-test
 all: $(BUILD)/liboctet.a $(BUILD)/liboctet.so $(BUILD)/octet
 
 $(BUILD)/liboctet.a: $(LIB_OBJ)
@@ -122,7 +132,21 @@ $(BUILD)/fixtures/%: tests/fixtures/%.gz
 
 test: all $(TEST_BIN) $(FUZZ_REPLAY) $(FIXTURE_OUT)
 	@tools/deps.sh test
-	@BUILD=$(BUILD) tools/run_tests.sh $(TEST_BIN) $(FUZZ_REPLAY)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SAN=$(SAN) tools/run_tests.sh $(TEST_BIN) $(FUZZ_REPLAY) \
+	    tests/python/run
+
+python-test: all
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SAN=$(SAN) tests/python/run
+
+wheel: $(BUILD)/liboctet.so
+	@test -n "$(PY_BUILD)" || { echo "make wheel: needs a python3 with setuptools and wheel" \
+	    "(apt-get install python3-setuptools python3-wheel)"; exit 1; }
+	rm -rf $(BUILD)/wheel
+	OCTET_LIB=$(abspath $(BUILD)/liboctet.so) $(PY_BUILD) -m pip wheel --no-build-isolation \
+	    --no-index --no-deps -w $(BUILD)/wheel ./python
+
+python: wheel
+	$(PYTHON) -m pip install --no-index --force-reinstall $(BUILD)/wheel/octet-*.whl
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
