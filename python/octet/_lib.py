@@ -82,7 +82,7 @@ class OctPlanLayer(Structure):
 
     _fields_ = [
         ("name", c_char_p),
-        ("group", c_char_p),
+        ("unit", c_char_p),
         ("n", c_int64),
         ("k", c_int64),
         ("scheme", c_char_p),

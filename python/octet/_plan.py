@@ -18,17 +18,17 @@ class PlanLayer:
 
     Attributes:
         name: the checkpoint's name ("model.layers.0.self_attn.q_proj").
-        group: the fused layer it runs in ("...qkv_proj"), or its own name.
+        unit: the unit it runs in: its fused layer ("...qkv_proj"), or its own name.
         n, k: the weight's shape [n, k].
         scheme: "bf16", "fp8_per_tensor", "fp8_per_block", "mxfp8" or the
             checkpoint's own ("FP8_DYNAMIC (checkpoint)", ...).
         ignore_rule: the ignore entry that kept it unquantized, or None.
-        kernel: the kernel chosen for its group ("cpu_avx512_bf16", ...).
+        kernel: the kernel chosen for its unit ("cpu_avx512_bf16", ...).
         bytes: bytes of its weights and scales once loaded.
     """
 
     name: str
-    group: str
+    unit: str
     n: int
     k: int
     scheme: str
@@ -117,7 +117,7 @@ def plan_from_handle(p: c_void_p) -> Plan:
         layers.append(
             PlanLayer(
                 _s(e.name),
-                _s(e.group),
+                _s(e.unit),
                 int(e.n),
                 int(e.k),
                 _s(e.scheme),

@@ -139,9 +139,9 @@ class Inspect(unittest.TestCase):
         self.assertEqual(plan.summary, want["summary"])
         self.assertEqual(len(plan.layers), len(want["layers"]))
         for got, w in zip(plan.layers, want["layers"]):
-            self.assertEqual((got.name, got.group, [got.n, got.k], got.scheme, got.kernel,
+            self.assertEqual((got.name, got.unit, [got.n, got.k], got.scheme, got.kernel,
                               got.bytes, got.ignore_rule),
-                             (w["name"], w["group"], w["shape"], w["scheme"], w["kernel"],
+                             (w["name"], w["unit"], w["shape"], w["scheme"], w["kernel"],
                               w["bytes"], w["ignore_rule"]))
         self.assertEqual(plan.n_quantized, 56)
         self.assertLess(plan.model_bytes, plan.bf16_bytes)
