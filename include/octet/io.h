@@ -357,6 +357,37 @@ typedef struct oct_export_opts {
 OCT_API oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
                                          const oct_export_opts *opts, oct_error *err);
 
+/* ---- convert (octet convert) ------------------------------------------- */
+typedef enum {
+    OCT_CONVERT_COMPRESSED_TENSORS = 0,
+    OCT_CONVERT_FP8,  /* quant_method "fp8" */
+    OCT_CONVERT_QUARK /* quant_method "quark" */
+} oct_convert_format;
+
+typedef struct oct_convert_opts {
+    oct_convert_format format;
+    size_t max_shard_bytes; /* 0: 5 GB */
+    /* Called once per linear layer and per KV-cache scale with what the
+     * conversion does to it (ok) or why the target cannot express it (!ok);
+     * `what` and `action` are valid during the call only.  May be NULL. */
+    void (*on_step)(const char *what, const char *action, bool ok, void *user);
+    void *user;
+} oct_convert_opts;
+
+/* "compressed-tensors", "fp8", "quark" -> *out; OCT_ERR_INVALID_ARG otherwise. */
+OCT_API oct_status oct_convert_format_parse(const char *s, oct_convert_format *out);
+
+/* Re-expresses a pre-quantized FP8 checkpoint in another format without
+ * re-quantizing (docs/FORMATS.md §Converting): every FP8 code and scale is
+ * copied byte for byte under the target's names and shapes, config.json gets
+ * a quantization_config in the target's schema, every other file of the
+ * folder is copied.  A layer the target cannot express is an error naming it
+ * (nothing is written then).  The result is reopened and checked to describe
+ * every layer and KV scale exactly as the source does.  out_dir NULL: only
+ * the checks and the on_step report, nothing written. */
+OCT_API oct_status oct_checkpoint_convert(const oct_checkpoint *src, const char *out_dir,
+                                          const oct_convert_opts *opts, oct_error *err);
+
 /* Name matching of ignore / target lists (docs/MODEL.md §The plan, Ignore): "re:<pat>" is Python
  * re.match (PCRE2, anchored at the start, not a full match), anything else
  * exact equality.  Returns the index of the first entry that matches, -1 for

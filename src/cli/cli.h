@@ -18,6 +18,9 @@ int cli_generate(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
+int cli_convert(int argc, char **argv);
+/* `octet inspect --plan --convert-to FORMAT` (convert.c). */
+int cli_convert_plan(const char *model, const char *format);
 int cli_tokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_serve(int argc, char **argv);

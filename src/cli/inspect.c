@@ -14,10 +14,14 @@ static void usage(FILE *f)
     fprintf(f, "usage: octet inspect --model DIR [--json]\n"
                "       octet inspect --model DIR --plan [--quantization S] "
                "[--quantization-config JSON] [--json]\n"
+               "       octet inspect --model DIR --plan --convert-to FORMAT\n"
                "  --model DIR   Hugging Face folder: config.json + *.safetensors\n"
                "  --json        one JSON object: format, scheme, layers[], total_params, ...\n"
                "  --plan        what loading will do (per layer: scheme, ignore rule, kernel,\n"
-               "                bytes; totals, predicted peak memory), without loading weights\n");
+               "                bytes; totals, predicted peak memory), without loading weights\n"
+               "  --convert-to F  with --plan: what `octet convert --format F` would do to each\n"
+               "                layer and KV scale (compressed-tensors | fp8 | quark), writing\n"
+               "                nothing\n");
 }
 
 static bool scale_like(const char *n)
@@ -249,12 +253,14 @@ static void print_text(const char *model, const oct_checkpoint *ck)
 
 /* The command line: -1 go on, else the exit code. */
 static int parse_args(int argc, char **argv, model_args *ma, const char **model, bool *as_json,
-                      bool *want_plan)
+                      bool *want_plan, const char **convert_to)
 {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "--plan") == 0) {
             *want_plan = true;
+        } else if (strcmp(f, "--convert-to") == 0 && i + 1 < argc) {
+            *convert_to = argv[++i];
         } else if (strcmp(f, "--model") == 0 && i + 1 < argc) {
             *model = argv[++i];
         } else if (strcmp(f, "--json") == 0) {
@@ -284,14 +290,22 @@ static int parse_args(int argc, char **argv, model_args *ma, const char **model,
 
 int cli_inspect(int argc, char **argv)
 {
-    const char *model = NULL;
+    const char *model = NULL, *convert_to = NULL;
     bool as_json = false, want_plan = false;
     model_args ma;
     model_args_init(&ma);
     ma.progress = false;
-    int rc = parse_args(argc, argv, &ma, &model, &as_json, &want_plan);
+    int rc = parse_args(argc, argv, &ma, &model, &as_json, &want_plan, &convert_to);
     if (rc >= 0)
         return rc;
+    if (convert_to) {
+        if (!want_plan || as_json || ma.opts.quantization || ma.opts.quantization_config) {
+            fprintf(stderr, "octet inspect: --convert-to goes with --plan alone (no --json, "
+                            "--quantization)\n");
+            return 2;
+        }
+        return cli_convert_plan(model, convert_to);
+    }
     if (want_plan) {
         ma.model = model;
         return cli_inspect_plan(&ma, as_json);

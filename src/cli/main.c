@@ -16,6 +16,7 @@ static const command k_commands[] = {
     {"eval", cli_eval, "perplexity, and KLD / top-1 agreement vs BF16"},
     {"inspect", cli_inspect, "what a checkpoint is; --plan: what loading will do"},
     {"quantize", cli_quantize, "write an FP8 checkpoint"},
+    {"convert", cli_convert, "re-express an FP8 checkpoint in another format (no re-quantizing)"},
     {"tokenize", cli_tokenize, "text -> token ids exactly as HF tokenizers"},
     {"bench", cli_bench, "benchmarks: gemm, fp8"},
     {"serve", cli_serve, "OpenAI-compatible HTTP server"},

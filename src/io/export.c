@@ -224,16 +224,15 @@ static json_t *make_qconfig(const ctx *c, const io_patterns *ign)
                      group, "ignore", ignore, "kv_cache_scheme");
 }
 
-static oct_status write_config(const ctx *c, const char *out_dir, const io_patterns *ign,
-                               oct_error *err)
+oct_status io_write_config(const char *src_dir, const char *out_dir, json_t *qc, oct_error *err)
 {
-    char *src_path = io_path_join(oct_checkpoint_dir(c->src), "config.json");
+    char *src_path = io_path_join(src_dir, "config.json");
     char *dst_path = io_path_join(out_dir, "config.json");
     char *text = NULL;
     size_t len = 0;
     json_t *root = NULL;
     oct_status st = OCT_OK;
-    if (!src_path || !dst_path)
+    if (!src_path || !dst_path || !qc)
         st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     if (st == OCT_OK)
         st = io_read_text(src_path, OCT_JSON_MAX_FILE, &text, &len, err);
@@ -243,7 +242,8 @@ static oct_status write_config(const ctx *c, const char *out_dir, const io_patte
         json_t *tc = json_object_get(root, "text_config");
         if (json_is_object(tc))
             json_object_del(tc, "quantization_config");
-        json_object_set_new(root, "quantization_config", make_qconfig(c, ign));
+        json_object_del(root, "compression_config");
+        json_object_set(root, "quantization_config", qc);
         char *js = io_json_dump(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!js) {
             st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
@@ -261,6 +261,7 @@ static oct_status write_config(const ctx *c, const char *out_dir, const io_patte
             oct_free(js);
         }
     }
+    json_decref(qc);
     io_json_close(root);
     oct_free(text);
     oct_free(src_path);
@@ -488,7 +489,7 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
     if (st == OCT_OK)
         st = copy_aux_files(oct_checkpoint_dir(src), out_dir, err);
     if (st == OCT_OK)
-        st = write_config(&c, out_dir, ign, err);
+        st = io_write_config(oct_checkpoint_dir(src), out_dir, make_qconfig(&c, ign), err);
     if (st == OCT_OK)
         io_fsync_dir(out_dir);
 out:

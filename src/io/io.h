@@ -29,6 +29,11 @@ bool io_file_exists(const char *path);
 oct_status io_write_atomic(const char *path, const void *data, size_t len, oct_error *err);
 /* Copies a file (atomically at the destination). */
 oct_status io_copy_file(const char *src, const char *dst, oct_error *err);
+/* Writes out_dir/config.json: src_dir's config.json with its
+ * quantization_config (also one under text_config, or the old
+ * compression_config) replaced by qc, whose reference this takes (NULL qc:
+ * out of memory). */
+oct_status io_write_config(const char *src_dir, const char *out_dir, json_t *qc, oct_error *err);
 /* fsyncs a directory so renames inside it are durable. */
 void io_fsync_dir(const char *dir);
 
