@@ -11,6 +11,7 @@ Pure Python over the C library liboctet.so (ctypes); the interface is vLLM's::
 See docs/PYTHON.md of the octet repository for what differs from vLLM.
 """
 
+from ._export import convert, quantize
 from ._lib import lib_path
 from ._plan import Checkpoint, CheckpointLinear, Plan, PlanLayer, inspect
 from .errors import (
@@ -41,6 +42,8 @@ __all__ = [
     "Tokenizer",
     "PromptType",
     "inspect",
+    "quantize",
+    "convert",
     "Plan",
     "PlanLayer",
     "Checkpoint",
