@@ -103,17 +103,93 @@ static double seconds(const char *flag, const char *v, bool zero_ok)
     return x;
 }
 
-int cli_serve(int argc, char **argv)
+/* A numeric server flag (k_nums) into its field, clamped to the field's range. */
+static const struct {
+    const char *flag;
+    long long lo;
+} k_nums[] = {{"--port", 0},
+              {"--max-num-seqs", 1},
+              {"--max-model-len", 2},
+              {"--max-num-batched-tokens", 1},
+              {"--kv-cache-tokens", 1},
+              {"--max-waiting", 1},
+              {"--max-connections", 1},
+              {"--idle-timeout", 0},
+              {"--max-body-bytes", 1},
+              {"--max-header-bytes", 1024},
+              {"--max-json-depth", 1},
+              {"--max-n", 1}};
+
+static void set_num(oct_server_opts *so, size_t k, long long x)
 {
-    model_args ma;
-    model_args_init(&ma);
-    ma.progress = false;
-    oct_server_opts so;
-    oct_server_opts_default(&so);
-    so.api_key = getenv("OCTET_API_KEY");
-    double grace = 5.0;
+    switch (k) {
+    case 0: so->port = (int)(x > 65535 ? 65535 : x); break;
+    case 1: so->max_num_seqs = (int)(x > 4096 ? 4096 : x); break;
+    case 2: so->max_model_len = x; break;
+    case 3: so->max_num_batched_tokens = x; break;
+    case 4: so->kv_cache_tokens = x; break;
+    case 5: so->max_waiting = x; break;
+    case 6: so->max_connections = (int)(x > 65536 ? 65536 : x); break;
+    case 7: so->idle_timeout_s = (int)(x > 86400 ? 86400 : x); break;
+    case 8: so->max_body_bytes = (size_t)x; break;
+    case 9: so->max_header_bytes = (size_t)x; break;
+    case 10: so->max_json_depth = (int)(x > 1000 ? 1000 : x); break;
+    default: so->max_n = (int)(x > 128 ? 128 : x); break;
+    }
+}
+
+/* One server flag f with its value v; 0, or 2 (usage error, printed). */
+static int serve_flag(oct_server_opts *so, double *grace, const char *f, const char *v)
+{
+    if (strcmp(f, "--host") == 0) {
+        so->host = v;
+    } else if (strcmp(f, "--served-model-name") == 0) {
+        so->served_model_name = v;
+    } else if (strcmp(f, "--api-key") == 0) {
+        if (!*v) { /* an empty key would turn authentication off without saying so */
+            fprintf(stderr, "octet serve: --api-key must not be empty\n");
+            return 2;
+        }
+        so->api_key = v;
+    } else if (strcmp(f, "--allowed-hosts") == 0) {
+        if (!*v) {
+            fprintf(stderr, "octet serve: --allowed-hosts must not be empty (* = any)\n");
+            return 2;
+        }
+        so->allowed_hosts = v;
+    } else if (strcmp(f, "--shutdown-grace") == 0) {
+        *grace = strtod(v, NULL);
+    } else if (strcmp(f, "--request-header-timeout") == 0) {
+        if ((so->request_header_timeout_s = seconds(f, v, false)) < 0)
+            return 2;
+    } else if (strcmp(f, "--request-body-timeout") == 0) {
+        if ((so->request_body_timeout_s = seconds(f, v, false)) < 0)
+            return 2;
+    } else if (strcmp(f, "--request-body-min-rate") == 0) {
+        if ((so->request_body_min_rate = seconds(f, v, true)) < 0)
+            return 2;
+    } else {
+        size_t k = 0;
+        while (k < sizeof k_nums / sizeof k_nums[0] && strcmp(f, k_nums[k].flag) != 0)
+            k++;
+        if (k == sizeof k_nums / sizeof k_nums[0]) {
+            fprintf(stderr, "octet serve: unknown option '%s'\n", f);
+            usage(stderr);
+            return 2;
+        }
+        long long x = num(f, v, k_nums[k].lo);
+        if (x < 0)
+            return 2;
+        set_num(so, k, x);
+    }
+    return 0;
+}
+
+/* The command line into ma, so and *grace; -1: go on, else the exit code. */
+static int serve_args(int argc, char **argv, model_args *ma, oct_server_opts *so, double *grace)
+{
     for (int i = 1; i < argc; i++) {
-        int r = model_args_parse(&ma, argc, argv, &i, "serve");
+        int r = model_args_parse(ma, argc, argv, &i, "serve");
         if (r < 0)
             return 2;
         if (r > 0)
@@ -128,77 +204,24 @@ int cli_serve(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        const char *v = argv[++i];
-        long long x = 0;
-        if (strcmp(f, "--host") == 0) {
-            so.host = v;
-        } else if (strcmp(f, "--served-model-name") == 0) {
-            so.served_model_name = v;
-        } else if (strcmp(f, "--api-key") == 0) {
-            if (!*v) { /* an empty key would turn authentication off without saying so */
-                fprintf(stderr, "octet serve: --api-key must not be empty\n");
-                return 2;
-            }
-            so.api_key = v;
-        } else if (strcmp(f, "--allowed-hosts") == 0) {
-            if (!*v) {
-                fprintf(stderr, "octet serve: --allowed-hosts must not be empty (* = any)\n");
-                return 2;
-            }
-            so.allowed_hosts = v;
-        } else if (strcmp(f, "--shutdown-grace") == 0) {
-            grace = strtod(v, NULL);
-        } else if (strcmp(f, "--request-header-timeout") == 0) {
-            if ((so.request_header_timeout_s = seconds(f, v, false)) < 0)
-                return 2;
-        } else if (strcmp(f, "--request-body-timeout") == 0) {
-            if ((so.request_body_timeout_s = seconds(f, v, false)) < 0)
-                return 2;
-        } else if (strcmp(f, "--request-body-min-rate") == 0) {
-            if ((so.request_body_min_rate = seconds(f, v, true)) < 0)
-                return 2;
-        } else {
-            static const struct {
-                const char *flag;
-                long long lo;
-            } k_nums[] = {{"--port", 0},
-                          {"--max-num-seqs", 1},
-                          {"--max-model-len", 2},
-                          {"--max-num-batched-tokens", 1},
-                          {"--kv-cache-tokens", 1},
-                          {"--max-waiting", 1},
-                          {"--max-connections", 1},
-                          {"--idle-timeout", 0},
-                          {"--max-body-bytes", 1},
-                          {"--max-header-bytes", 1024},
-                          {"--max-json-depth", 1},
-                          {"--max-n", 1}};
-            size_t k = 0;
-            while (k < sizeof k_nums / sizeof k_nums[0] && strcmp(f, k_nums[k].flag) != 0)
-                k++;
-            if (k == sizeof k_nums / sizeof k_nums[0]) {
-                fprintf(stderr, "octet serve: unknown option '%s'\n", f);
-                usage(stderr);
-                return 2;
-            }
-            if ((x = num(f, v, k_nums[k].lo)) < 0)
-                return 2;
-            switch (k) {
-            case 0: so.port = (int)(x > 65535 ? 65535 : x); break;
-            case 1: so.max_num_seqs = (int)(x > 4096 ? 4096 : x); break;
-            case 2: so.max_model_len = x; break;
-            case 3: so.max_num_batched_tokens = x; break;
-            case 4: so.kv_cache_tokens = x; break;
-            case 5: so.max_waiting = x; break;
-            case 6: so.max_connections = (int)(x > 65536 ? 65536 : x); break;
-            case 7: so.idle_timeout_s = (int)(x > 86400 ? 86400 : x); break;
-            case 8: so.max_body_bytes = (size_t)x; break;
-            case 9: so.max_header_bytes = (size_t)x; break;
-            case 10: so.max_json_depth = (int)(x > 1000 ? 1000 : x); break;
-            default: so.max_n = (int)(x > 128 ? 128 : x); break;
-            }
-        }
+        if ((r = serve_flag(so, grace, f, argv[++i])) != 0)
+            return r;
     }
+    return -1;
+}
+
+int cli_serve(int argc, char **argv)
+{
+    model_args ma;
+    model_args_init(&ma);
+    ma.progress = false;
+    oct_server_opts so;
+    oct_server_opts_default(&so);
+    so.api_key = getenv("OCTET_API_KEY");
+    double grace = 5.0;
+    int code = serve_args(argc, argv, &ma, &so, &grace);
+    if (code >= 0)
+        return code;
     /* The server's threads start with the signals blocked; the main
      * thread unblocks them once it waits. */
     int sig_rd = catch_signals();
