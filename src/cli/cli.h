@@ -7,12 +7,17 @@
 #define OCTET_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "octet.h"
 
 /* Installs a log sink that writes "octet: LEVEL: msg" to stderr; the level
  * comes from OCTET_LOG (debug|info|warn|error), default info. */
 void cli_install_logger(void);
+
+/* --max-shard-size GB of `octet <cmd>` into *bytes; false (message printed):
+ * not a size in (0, 1e6] GB. */
+bool cli_shard_size(const char *cmd, const char *v, size_t *bytes);
 
 int cli_generate(int argc, char **argv);
 int cli_eval(int argc, char **argv);

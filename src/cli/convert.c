@@ -69,7 +69,7 @@ int cli_convert_plan(const char *model, const char *format)
 int cli_convert(int argc, char **argv)
 {
     const char *model = NULL, *format = NULL, *out = NULL;
-    double shard_gb = 5.0;
+    size_t shard_bytes = (size_t)5e9;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -83,13 +83,8 @@ int cli_convert(int argc, char **argv)
         else if (!strcmp(a, "--verbose"))
             verbose = true;
         else if (!strcmp(a, "--max-shard-size") && has) {
-            char *end;
-            shard_gb = strtod(argv[++i], &end);
-            if (*end || !(shard_gb > 0.0) || shard_gb > 1e6) {
-                fprintf(stderr, "octet convert: --max-shard-size: '%s' is not a size in GB\n",
-                        argv[i]);
+            if (!cli_shard_size("convert", argv[++i], &shard_bytes))
                 return 2;
-            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -111,7 +106,7 @@ int cli_convert(int argc, char **argv)
                 format);
         return 2;
     }
-    o.max_shard_bytes = (size_t)(shard_gb * 1e9);
+    o.max_shard_bytes = shard_bytes;
     report r = {stderr, verbose, 0};
     o.on_step = on_step;
     o.user = &r;

@@ -50,12 +50,24 @@ static void on_progress(uint64_t done, uint64_t total, const char *tensor, void 
     fflush(stderr);
 }
 
+bool cli_shard_size(const char *cmd, const char *v, size_t *bytes)
+{
+    char *end;
+    const double gb = strtod(v, &end);
+    if (*end || !(gb > 0.0) || gb > 1e6) {
+        fprintf(stderr, "octet %s: --max-shard-size: '%s' is not a size in GB\n", cmd, v);
+        return false;
+    }
+    *bytes = (size_t)(gb * 1e9);
+    return true;
+}
+
 int cli_quantize(int argc, char **argv)
 {
     const char *model = NULL, *scheme = NULL, *format = NULL, *out = NULL;
     const char *ignore[MAX_IGNORE];
     int n_ignore = 0;
-    double shard_gb = 5.0;
+    size_t shard_bytes = (size_t)5e9;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -74,13 +86,8 @@ int cli_quantize(int argc, char **argv)
             }
             ignore[n_ignore++] = argv[++i];
         } else if (!strcmp(a, "--max-shard-size") && has) {
-            char *end;
-            shard_gb = strtod(argv[++i], &end);
-            if (*end || !(shard_gb > 0.0) || shard_gb > 1e6) {
-                fprintf(stderr, "octet quantize: --max-shard-size: '%s' is not a size in GB\n",
-                        argv[i]);
+            if (!cli_shard_size("quantize", argv[++i], &shard_bytes))
                 return 2;
-            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -121,7 +128,7 @@ int cli_quantize(int argc, char **argv)
     }
     o.ignore = ignore;
     o.n_ignore = n_ignore;
-    o.max_shard_bytes = (size_t)(shard_gb * 1e9);
+    o.max_shard_bytes = shard_bytes;
     bar b = {isatty(2) != 0, 0};
     o.progress = on_progress;
     o.progress_user = &b;
