@@ -38,7 +38,15 @@ class _ConvertOpts(Structure):
     ]
 
 
+_declared = False
+
+
 def _declare(lib: ctypes.CDLL) -> None:
+    """The three entry points' types, set once per process."""
+    global _declared
+    if _declared:
+        return
+    _declared = True
     err = POINTER(_lib.OctError)
     for name, res, args in (
         ("oct_checkpoint_export", c_int, [c_void_p, c_char_p, POINTER(_ExportOpts), err]),

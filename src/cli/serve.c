@@ -103,7 +103,7 @@ static double seconds(const char *flag, const char *v, bool zero_ok)
     return x;
 }
 
-/* A numeric server flag (k_nums) into its field, clamped to the field's range. */
+/* The numeric server flags, with their smallest values. */
 static const struct {
     const char *flag;
     long long lo;
@@ -120,6 +120,7 @@ static const struct {
               {"--max-json-depth", 1},
               {"--max-n", 1}};
 
+/* Numeric flag k_nums[k] = x into its field, clamped to the field's range. */
 static void set_num(oct_server_opts *so, size_t k, long long x)
 {
     switch (k) {
