@@ -420,25 +420,34 @@ static void run_kinds(const char *op, producer_fn fn, void *ctx, const float *re
     float amax = 0.0f;
     for (size_t i = 0; i < n; i++)
         amax = fabsf(ref[i]) > amax ? fabsf(ref[i]) : amax;
-    for (int kind = 0; kind < 5; kind++) {
+    /* each kind one block per row, then with the meeting words of split rows */
+    enum { SYNC_N = OCT_CUDA_ACT_SPLIT_ROWS * OCT_CUDA_ACT_SYNC_WORDS };
+    unsigned zero[SYNC_N] = {0}, back[SYNC_N];
+    unsigned *dsync = dev_up(zero, sizeof zero);
+    REQUIRE(dsync);
+    for (int kind = 0; kind < 10; kind++) {
         oct_cuda_act a = {0};
-        a.kind = kind == 4 ? OCT_CUDA_ACT_FP8_ROW : kind;
+        a.kind = kind % 5 == 4 ? OCT_CUDA_ACT_FP8_ROW : kind % 5;
         a.y = dy;
         a.q = dq;
         a.scale = ds;
-        a.ub = kind == 4 ? amax * 0.25f : 0.0f; /* a bound that clips */
-        a.static_scale = amax / 300.0f;         /* some values saturate */
+        a.ub = kind % 5 == 4 ? amax * 0.25f : 0.0f; /* a bound that clips */
+        a.static_scale = amax / 300.0f;             /* some values saturate */
+        a.sync = kind >= 5 ? dsync : NULL;
         oct_status st = fn(ctx, m, &a);
         CHECKF(st == OCT_OK, "%s kind %d: status %d (%s)", op, kind, st, oct_cuda_ops_last_error());
         if (st != OCT_OK)
             continue;
         if (!dev_down(y, dy, n * 2) || !dev_down(q, dq, n) ||
-            !dev_down(s, ds, (size_t)(m * ng) * 4)) {
+            !dev_down(s, ds, (size_t)(m * ng) * 4) || !dev_down(back, dsync, sizeof back)) {
             CHECKF(false, "download failed");
             break;
         }
         check_act(op, a.kind, ref, m, k, y, q, s, a.ub, a.static_scale);
+        CHECKF(memcmp(back, zero, sizeof zero) == 0, "%s kind %d: the sync words are not left zero",
+               op, kind);
     }
+    oct_cuda_free(dsync);
 out:
     oct_cuda_free(dy);
     oct_cuda_free(dq);
@@ -1495,9 +1504,9 @@ static void test_bad_shapes(void)
     /* every call returns an error status (and a message), none crashes */
     void *d = NULL;
     REQUIRE(oct_cuda_malloc(&d, 1 << 20) == OCT_OK);
-    oct_cuda_act a = {OCT_CUDA_ACT_BF16, d, d, d, 0.0f, 1.0f};
-    oct_cuda_act bad_kind = {9, d, d, d, 0.0f, 1.0f};
-    oct_cuda_act bad_static = {OCT_CUDA_ACT_FP8_STATIC, d, d, d, 0.0f, 0.0f};
+    oct_cuda_act a = {OCT_CUDA_ACT_BF16, d, d, d, 0.0f, 1.0f, NULL};
+    oct_cuda_act bad_kind = {9, d, d, d, 0.0f, 1.0f, NULL};
+    oct_cuda_act bad_static = {OCT_CUDA_ACT_FP8_STATIC, d, d, d, 0.0f, 0.0f, NULL};
     CHECK(oct_cuda_embed(d, -1, d, 10, 10, 1.0f, d, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_embed(d, 1, d, 0, 10, 1.0f, d, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_rmsnorm(d, NULL, 1.0f, d, NULL, 1, 0, EPS, &a, NULL) == OCT_ERR_INVALID_ARG);

@@ -70,6 +70,7 @@ struct oct_backend_ws {
     int64_t max_blocks, block_size;
     void *attn_ws; /* oct_cuda_attention's workspace */
     size_t attn_ws_bytes;
+    unsigned *sync; /* split SiLU-mul rows' meeting words (oct_cuda_act.sync), zeroed */
     uint8_t *lin_ws; /* per-tensor activation codes + scale */
     size_t lin_ws_bytes;
     uint16_t *tmp; /* [max_tokens, widest] unfused-part output */
@@ -246,7 +247,8 @@ static void cu_ws_free(oct_backend *be, oct_backend_ws *ws)
         oct_cuda_graph_destroy(ws->graphs[i].exec);
     void *dev[] = {ws->tok,   ws->pos,    ws->seq,      ws->slot,    ws->rows,
                    ws->tiles, ws->drows,  ws->tables,   ws->attn_ws, ws->lin_ws,
-                   ws->tmp,   ws->logits, ws->d_params, ws->d_ids,   ws->d_logprobs};
+                   ws->tmp,   ws->logits, ws->d_params, ws->d_ids,   ws->d_logprobs,
+                   ws->sync};
     for (size_t i = 0; i < OCT_ARRAY_LEN(dev); i++)
         oct_cuda_free(dev[i]);
     oct_cuda_host_free(ws->h_buf);
@@ -293,6 +295,10 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     if (ws->attn_ws && oct_cuda_memzero(ws->attn_ws, ws->attn_ws_bytes) != OCT_OK)
         ok = false; /* its merge counters start at zero */
     ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
+    const size_t sync_bytes = OCT_CUDA_ACT_SPLIT_ROWS * OCT_CUDA_ACT_SYNC_WORDS * sizeof(unsigned);
+    ws->sync = dev_buf(sync_bytes, &ok);
+    if (ws->sync && oct_cuda_memzero(ws->sync, sync_bytes) != OCT_OK)
+        ok = false;
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
     if (oct_cuda_host_alloc((void **)&ws->h_buf, 8 * T * sizeof(int32_t)) != OCT_OK ||
         oct_cuda_host_alloc((void **)&ws->h_tables, T * (size_t)ws->max_blocks * sizeof(int32_t)) !=
@@ -535,7 +541,8 @@ static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const v
                               const oct_units *next, void *act, oct_error *err)
 {
     cuda_be *c = impl(be);
-    const oct_cuda_act out = producer_out(c->cur, next, n, inter, act);
+    oct_cuda_act out = producer_out(c->cur, next, n, inter, act);
+    out.sync = c->cur->sync; /* a decode step's rows split over blocks */
     CK(oct_cuda_silu_mul(gu, n, inter, &out, c->stream), "silu-mul");
     return OCT_OK;
 }

@@ -179,7 +179,13 @@ typedef struct oct_cuda_act {
     float *scale;       /* FP8_ROW: [m]; FP8_GROUP128: [m, ceil(k/128)] */
     float ub;           /* FP8_ROW: activation upper bound (<= 0: none) */
     float static_scale; /* FP8_STATIC: the checkpoint's input_scale (> 0, finite) */
+    /* SiLU-mul of up to OCT_CUDA_ACT_SPLIT_ROWS rows: NULL, one block per row;
+     * else OCT_CUDA_ACT_SYNC_WORDS zeroed words per row (left zero), and each
+     * row is split over several blocks that meet there for its amax. */
+    unsigned *sync;
 } oct_cuda_act;
+#define OCT_CUDA_ACT_SPLIT_ROWS 16
+#define OCT_CUDA_ACT_SYNC_WORDS 4
 
 /* Per output row i < m, source row r = rows ? rows[i] : i: if add, first
  * x[r] += f32(add[r]) * add_mult in place (the residual add; add [.,k] bf16),

@@ -320,6 +320,19 @@ static oct_status run_wgmma(oct_cuda_ctx *c, const oct_wgmma_args *g, int cfg, b
 
 static oct_status run_gemv(oct_cuda_ctx *c, const oct_wgmma_args *g, bool pdl, cudaStream_t st)
 {
+    // Per-token codes made by a producer (RMSNorm, SiLU-mul): the persistent
+    // kernel's even tile split where blocks stream two or more tiles (4096->6144:
+    // 384 tiles on 264 resident blocks would run as 1.45 waves).
+    if (g->ka == OCT_SCALE_ROW && g->kw == OCT_SCALE_ROW && g->m <= c->gemv_max_m &&
+        c->gemv_persist && !oct_cuda_gemv_use_tma) {
+        const oct_status p = oct_cuda_gemv_w8a8_persist_launch(
+            g->m, g->n, g->k, g->a, g->sa, g->w, g->sw, g->y, c->gemv_fused_any_grid != 0, st);
+        if (p != OCT_ERR_UNSUPPORTED) {
+            if (p == OCT_OK)
+                snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_persistent");
+            return p;
+        }
+    }
     const oct_status s = oct_cuda_gemv_w8a8_launch_strided(
         g->m, g->n, g->k, g->a, g->sa, g->sa_rs, g->sa_ks, g->w, g->sw, g->ka, g->y, pdl, st);
     if (s == OCT_OK)

@@ -9,7 +9,9 @@
 // shuffle steps.  A warp's positions come in chunks of 8 (4 per half-warp),
 // chunk c going to warp c % 4; the K and V rows of the next chunk are loaded
 // before the current one is computed, so a warp keeps two chunks of loads in
-// flight and the loop waits about one memory latency per chunk.
+// flight and the loop waits about one memory latency per chunk: the block
+// reads the partition's block-table entries into shared memory first, so no
+// K/V load waits behind a table read.
 //
 // Partitions: a row of ctx positions is split into at most maxp_for(rows)
 // partitions of a multiple of 32 positions (>= 32), so short contexts take few
@@ -37,6 +39,7 @@ constexpr int kPer = kChunk / 2;          // positions per half-warp per chunk
 constexpr int kMinPart = kWarps * kChunk; // partition lengths are multiples of this
 constexpr int kMaxParts = 64;
 constexpr int kMergeRows = 64; // batches above this use one partition
+constexpr int kBtCache = 128;   // block-table entries of a partition kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
 __host__ __device__ constexpr int maxp_for(int64_t n)
@@ -111,7 +114,11 @@ struct Dec {
     int kvh, h0, ng;   // KV head, first query head, query heads of the block
     int64_t js, je;    // the partition's positions [js, je)
     int nparts, part;  // partitions of the row, this one
+    int blk0;          // the first block-table entry of the partition (sm_bt[0])
 };
+
+// A block's copy of its partition's block-table entries bt[blk0 ...].
+__shared__ int32_t sm_bt[kBtCache];
 
 // One half-warp's online-softmax state for GC heads and NC 128-wide passes.
 template <int NC, int GC> struct State {
@@ -139,7 +146,9 @@ __device__ __forceinline__ void fetch(const Dec &b, int64_t j_first, int sub, Ch
         if (j < b.je) {
             const int64_t blk = a.bs_shift >= 0 ? j >> a.bs_shift : j / a.bs;
             const int64_t off = a.bs_shift >= 0 ? j & (a.bs - 1) : j % a.bs;
-            base = (((int64_t)__ldg(b.bt + blk) * a.n_kv + b.kvh) * a.bs + off) * a.d;
+            const int bi = (int)blk - b.blk0;
+            const int32_t e = bi < kBtCache ? sm_bt[bi] : __ldg(b.bt + blk);
+            base = (((int64_t)e * a.n_kv + b.kvh) * a.bs + off) * a.d;
         }
         c.valid |= base >= 0 ? 1u << u : 0u;
 #pragma unroll
@@ -399,12 +408,15 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, sub = lane & 15;
     const int64_t d = a.d;
-    // the first chunk's K and V are requested before q (independent loads)
+    // The partition's block-table entries into shared memory, so a chunk's K
+    // and V loads wait for no table read; q is requested meanwhile.
+    b.blk0 = (int)(a.bs_shift >= 0 ? b.js >> a.bs_shift : b.js / a.bs);
+    const int blk_end = (int)(a.bs_shift >= 0 ? (b.je - 1) >> a.bs_shift : (b.je - 1) / a.bs) + 1;
+    for (int i = (int)threadIdx.x; i < blk_end - b.blk0 && i < kBtCache; i += kThreads)
+        sm_bt[i] = __ldg(b.bt + b.blk0 + i);
     Chunk<NC, FP8> cur, next;
     const int64_t step = (int64_t)kWarps * kChunk;
     int64_t c0 = b.js + warp * kChunk;
-    if (c0 < b.je)
-        fetch<NC, FP8>(b, c0 + half * kPer, sub, cur);
     State<NC, GC> s;
     const uint16_t *qrow = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * d;
     // q pre-scaled so scores come out in the log2 domain: exp2(s - m) = e^(...)
@@ -425,6 +437,9 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
             }
         }
     }
+    __syncthreads(); // sm_bt
+    if (c0 < b.je)
+        fetch<NC, FP8>(b, c0 + half * kPer, sub, cur);
     for (; c0 < b.je; c0 += step) {
         if (c0 + step < b.je)
             fetch<NC, FP8>(b, c0 + step + half * kPer, sub, next);
