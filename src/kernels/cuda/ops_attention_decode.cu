@@ -39,7 +39,7 @@ constexpr int kPer = kChunk / 2;          // positions per half-warp per chunk
 constexpr int kMinPart = kWarps * kChunk; // partition lengths are multiples of this
 constexpr int kMaxParts = 64;
 constexpr int kMergeRows = 64; // batches above this use one partition
-constexpr int kBtCache = 128;   // block-table entries of a partition kept in shared memory
+constexpr int kBtCache = 128;  // block-table entries of a partition kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
 __host__ __device__ constexpr int maxp_for(int64_t n)
