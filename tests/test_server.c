@@ -821,6 +821,34 @@ static void test_metrics_text(void)
     CHECK(metric(g_a.port, "octet_time_to_first_token_seconds_count") > 0);
 }
 
+/* Prefix caching (on by default): the same long prompt twice; the second
+ * finds the first one's full blocks and gives the same completion. */
+static void test_prefix_cache(void)
+{
+    REQUIRE(g_a_up);
+    const char *body = "{\"prompt\":\"The history of the city begins with a small market by "
+                       "the river, where traders from the hills met fishermen from the coast "
+                       "every spring, and over many years the market grew into a town with "
+                       "walls, a harbour and a council\",\"max_tokens\":8,\"temperature\":0}";
+    const double q0 = metric(g_a.port, "octet_prefix_cache_queries_total");
+    const double h0 = metric(g_a.port, "octet_prefix_cache_hits_total");
+    resp a, b;
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, body, &a));
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, body, &b));
+    CHECK_EQ_INT(a.status, 200);
+    CHECK_EQ_INT(b.status, 200);
+    const char *ta = a.body ? strstr(a.body, "\"text\"") : NULL;
+    const char *tb = b.body ? strstr(b.body, "\"text\"") : NULL;
+    CHECKF(ta && tb && strncmp(ta, tb, strcspn(ta, "}")) == 0, "completions differ: %s | %s",
+           a.body ? a.body : "", b.body ? b.body : "");
+    const double q1 = metric(g_a.port, "octet_prefix_cache_queries_total");
+    const double h1 = metric(g_a.port, "octet_prefix_cache_hits_total");
+    CHECKF(q0 >= 0 && q1 - q0 >= 64 && h1 - h0 >= 32,
+           "prefix cache: queries %.0f -> %.0f, hits %.0f -> %.0f", q0, q1, h0, h1);
+    resp_free(&a);
+    resp_free(&b);
+}
+
 /* GET /health on server A with extra header lines; returns the status (0:
  * no answer).  A 403 must be an OpenAI error body. */
 static int health_with(const char *headers)
@@ -1829,6 +1857,7 @@ int main(void)
     RUN(test_errors);
     RUN(test_limits);
     RUN(test_metrics_text);
+    RUN(test_prefix_cache);
     RUN(test_host_origin_guard);
     RUN(test_content_type);
     RUN(test_framing);

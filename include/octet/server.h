@@ -41,6 +41,10 @@ typedef struct oct_server_opts {
      * "*" = any (`serve --allowed-hosts`); NULL: $OCTET_ALLOWED_HOSTS, else
      * loopback names only when bound to loopback, no check otherwise. */
     const char *allowed_hosts;
+    /* Full 16-token blocks of earlier requests' KV cache are reused by later
+     * requests that start with the same tokens (default true; vLLM's
+     * --enable-prefix-caching). */
+    bool enable_prefix_caching;
 } oct_server_opts;
 
 OCT_API void oct_server_opts_default(oct_server_opts *o);

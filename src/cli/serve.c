@@ -31,6 +31,8 @@ static void usage(FILE *f)
             "  --kv-cache-tokens N         KV-cache size in tokens (default: enough for\n"
             "                              max-num-seqs full-length sequences)\n"
             "  --max-waiting N             queued sequences before 503 (default 1024)\n"
+            "  --[no-]enable-prefix-caching  reuse the KV blocks of prompts seen before\n"
+            "                              (default on)\n"
             "  --max-connections N         concurrent connections (default 256)\n"
             "  --idle-timeout S            close a connection where nothing moves for S s\n"
             "                              (default 60)\n"
@@ -199,6 +201,11 @@ static int serve_args(int argc, char **argv, model_args *ma, oct_server_opts *so
         if (strcmp(f, "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(f, "--enable-prefix-caching") == 0 ||
+            strcmp(f, "--no-enable-prefix-caching") == 0) {
+            so->enable_prefix_caching = f[2] == 'e';
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "octet serve: unknown or incomplete option '%s'\n", f);

@@ -318,6 +318,18 @@ static bool emit(oct_sched *s, seq *q, float *row)
     return true;
 }
 
+/* With prefix caching, a sequence being admitted (empty, in q->slot) takes
+ * the cached blocks that start its tokens: q->cached covers them.  Returns the
+ * blocks that were free (evictable) and are held now. */
+static int64_t attach_prefix(oct_sched *s, seq *q)
+{
+    if (!s->o.prefix_caching || q->p.prompt_logprobs)
+        return 0;
+    const int64_t used = oct_session_kv_blocks_used(s->sess);
+    q->cached = oct_session_prefix_attach(s->sess, q->slot, q->tokens, q->n_tokens);
+    return oct_session_kv_blocks_used(s->sess) - used;
+}
+
 /* Builds and runs one batch.  Returns false when there was nothing to do. */
 static bool step(oct_sched *s)
 {
@@ -336,9 +348,8 @@ static bool step(oct_sched *s)
         }
         if (need <= free_blocks)
             break;
-        seq *y = youngest_running(s);
-        free_blocks += blocks_for(y->cached);
-        preempt(s, y);
+        preempt(s, youngest_running(s)); /* shared blocks stay held: count again */
+        free_blocks = total - oct_session_kv_blocks_used(s->sess);
     }
     int64_t n = 0;
     if (!ensure_batch(s, budget + s->o.max_num_seqs))
@@ -368,15 +379,26 @@ static bool step(oct_sched *s)
         }
         if (!best || budget <= 0)
             break;
+        if (admit) { /* its slot, and the cached blocks that start its tokens */
+            best->slot = free_slot(s);
+            free_blocks -= attach_prefix(s, best);
+        }
         int64_t chunk = OCT_MIN(best->n_tokens - best->cached, budget);
         /* Shrink the chunk to the blocks that are free. */
         int64_t room = (blocks_for(best->cached) + free_blocks) * KV_BLOCK - best->cached;
         chunk = OCT_MIN(chunk, room);
-        if (chunk <= 0)
+        if (chunk <= 0) {
+            if (admit) { /* not admitted after all: its blocks go back */
+                int64_t used = oct_session_kv_blocks_used(s->sess);
+                oct_session_reset_seq(s->sess, best->slot);
+                free_blocks += used - oct_session_kv_blocks_used(s->sess);
+                best->slot = -1;
+                best->cached = 0;
+            }
             break; /* FIFO: later requests wait too, so none starves */
+        }
         if (admit) {
             wait_pop(s);
-            best->slot = free_slot(s);
             s->running[best->slot] = best;
             s->n_running++;
         }
@@ -415,20 +437,30 @@ static bool step(oct_sched *s)
         }
         return true;
     }
-    /* 3. Advance caches, then sample where a sequence's last token ran. */
-    int64_t row = 0;
+    /* 3. Advance caches and publish their full blocks, then sample where a
+     *    sequence's last token ran. */
     for (int64_t r = 0; r < n; r++) {
         seq *q = s->b_owner[r];
-        q->batched = false;
-        q->cached++;
+        q->cached = s->b_pos[r] + 1;
         if (q->cached <= q->n_prompt)
             s->prompt_tokens++;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        seq *q = s->b_owner[r];
+        if (q->batched && s->o.prefix_caching)
+            oct_session_prefix_commit(s->sess, q->slot, q->tokens);
+        q->batched = false;
+    }
+    int64_t row = 0;
+    for (int64_t r = 0; r < n; r++) {
         if (!s->b_want[r])
             continue;
+        seq *q = s->b_owner[r];
+        const int64_t cached = s->b_pos[r] + 1; /* after this row */
         float *lrow = s->logits + (size_t)row * (size_t)s->vocab;
         row++;
-        if (q->cached < q->n_tokens) { /* a prompt position: prompt logprobs */
-            int64_t i = q->cached - 1; /* predicts tokens[i + 1] */
+        if (cached < q->n_tokens) { /* a prompt position: prompt logprobs */
+            int64_t i = cached - 1; /* predicts tokens[i + 1] */
             fill_logprobs(lrow, s->vocab, q->p.logprobs, q->tokens[i + 1], &q->plp[i]);
             q->plp[i].id = q->tokens[i + 1];
             q->plp[i].index = i + 1;
@@ -503,6 +535,7 @@ static void publish_stats(oct_sched *s)
     st.steps = s->steps;
     st.prompt_tokens = s->prompt_tokens;
     st.generated_tokens = s->gen_tokens;
+    oct_session_prefix_stats(s->sess, &st.prefix_queries, &st.prefix_hits);
     pthread_mutex_lock(&s->mu);
     s->eng_waiting = st.waiting;
     st.waiting += s->n_in;
@@ -582,6 +615,7 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
                                             s->o.kv_blocks, &s->sess, err);
     if (st != OCT_OK)
         goto fail;
+    oct_session_set_prefix_caching(s->sess, s->o.prefix_caching);
     s->eos = oct_calloc((size_t)OCT_MAX(s->o.n_eos, 1), sizeof(int32_t));
     s->running = oct_calloc((size_t)s->o.max_num_seqs, sizeof(seq *));
     s->scratch = oct_malloc((size_t)s->vocab * sizeof(float));

@@ -10,6 +10,11 @@
  * budget), exactly one is a decode.  Preempting a sequence resets its cache
  * (cached = 0) and puts it back at the head of the waiting queue; it is
  * recomputed later from the same tokens, so its output does not change.
+ * With prefix caching, an admitted sequence first takes the cached blocks
+ * that start its tokens (another sequence's prompt, or its own before a
+ * preemption) and computes only the rest; every full block computed is
+ * published for later ones.  A request that wants prompt log-probabilities
+ * computes its whole prompt.
  *
  * Admission is at token granularity: a waiting sequence enters as soon as a
  * slot (--max-num-seqs) and KV blocks for its next chunk are free.  When
@@ -76,12 +81,23 @@ typedef struct oct_sched_params {
     void *user;
 } oct_sched_params;
 
+/* Prefix caching on a session (kv_pool.h): off until set.  attach: for an
+ * empty sequence, holds the cached blocks that start tokens[0..n) (never the
+ * block of the last token) and returns the tokens they cover, now in the
+ * cache; commit: publishes the sequence's full blocks not yet published
+ * (tokens: its tokens from 0).  stats: tokens looked up and found. */
+void oct_session_set_prefix_caching(oct_session *s, bool on);
+int64_t oct_session_prefix_attach(oct_session *s, int32_t seq, const int32_t *tokens, int64_t n);
+void oct_session_prefix_commit(oct_session *s, int32_t seq, const int32_t *tokens);
+void oct_session_prefix_stats(const oct_session *s, int64_t *queries, int64_t *hits);
+
 typedef struct oct_sched_opts {
     int max_num_seqs;               /* running sequences at once */
     int64_t max_model_len;          /* tokens per sequence (prompt + output) */
     int64_t max_num_batched_tokens; /* tokens per forward pass (prefill chunk budget) */
     int64_t kv_blocks;              /* KV pool in 16-token blocks; <= 0: full size */
     int64_t max_waiting;            /* queue bound: submit fails with OCT_ERR_LIMIT beyond it */
+    bool prefix_caching;            /* full blocks of earlier sequences are reused (kv_pool.h) */
     const int32_t *eos_ids;         /* [n_eos] */
     int n_eos;
     /* Engine-side observers (may be NULL), called on the engine thread:
@@ -96,6 +112,7 @@ typedef struct oct_sched_stats {
     int64_t kv_blocks_used, kv_blocks_total;
     int64_t preemptions, steps;
     int64_t prompt_tokens, generated_tokens; /* computed (prefill incl. recompute) / sampled */
+    int64_t prefix_queries, prefix_hits;     /* tokens looked up in the prefix cache / found */
 } oct_sched_stats;
 
 typedef struct oct_sched oct_sched;

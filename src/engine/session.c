@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "engine/kv_pool.h"
+#include "engine/scheduler.h"
 #include "model/model.h"
 
 #define KV_BLOCK 16
@@ -16,8 +18,7 @@ struct oct_session {
     int64_t max_ctx;        /* positions per sequence */
     int64_t blocks_per_seq; /* ceil(max_ctx / KV_BLOCK) */
     int64_t n_blocks;       /* pool size */
-    int32_t *free_list;     /* [n_blocks] */
-    int64_t n_free;
+    oct_kv_pool *pool;
     int32_t **tables;         /* [max_seqs][blocks_per_seq], -1 = unassigned */
     int64_t *seq_len;         /* [max_seqs] */
     void **k, **v;            /* [n_layers] */
@@ -26,6 +27,12 @@ struct oct_session {
     oct_kv_view view;
     oct_fwd_ws *ws;
     int64_t ws_tokens;
+    /* prefix caching (oct_session_set_prefix_caching): per sequence the full
+     * blocks found or published and the hash of the last; token counters */
+    bool prefix;
+    int64_t *committed;
+    uint64_t *chain;
+    int64_t prefix_queries, prefix_hits;
 };
 
 /* Declared in engine/scheduler.h (the server sizes its KV pool from a token
@@ -63,7 +70,9 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
     int64_t L = a->n_layers;
     size_t per_layer = (size_t)s->n_blocks * KV_BLOCK * (size_t)(a->n_kv_heads * a->head_dim) *
                        oct_kv_dtype_bytes(m->kv_dtype);
-    s->free_list = oct_malloc((size_t)s->n_blocks * sizeof(int32_t));
+    s->pool = oct_kv_pool_create(s->n_blocks, KV_BLOCK);
+    s->committed = oct_calloc((size_t)max_seqs, sizeof(int64_t));
+    s->chain = oct_calloc((size_t)max_seqs, sizeof(uint64_t));
     s->tables = oct_calloc((size_t)max_seqs, sizeof(int32_t *));
     s->seq_len = oct_calloc((size_t)max_seqs, sizeof(int64_t));
     s->k = oct_calloc((size_t)L, sizeof(void *));
@@ -72,8 +81,8 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
     s->v_scale = oct_malloc((size_t)L * sizeof(float));
     s->pending = oct_calloc((size_t)L, sizeof(bool));
     oct_status st = OCT_OK;
-    if (!s->free_list || !s->tables || !s->seq_len || !s->k || !s->v || !s->k_scale ||
-        !s->v_scale || !s->pending)
+    if (!s->pool || !s->committed || !s->chain || !s->tables || !s->seq_len || !s->k || !s->v ||
+        !s->k_scale || !s->v_scale || !s->pending)
         goto nomem;
     for (int i = 0; i < max_seqs; i++) {
         s->tables[i] = oct_malloc((size_t)s->blocks_per_seq * sizeof(int32_t));
@@ -93,9 +102,6 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
         s->pending[l] = (m->kv_dtype == OCT_KV_E4M3 || m->kv_dtype == OCT_KV_E5M2) &&
                         m->calculate_kv_scales && !m->kv_scales_from_ckpt;
     }
-    for (int64_t b = 0; b < s->n_blocks; b++)
-        s->free_list[b] = (int32_t)(s->n_blocks - 1 - b);
-    s->n_free = s->n_blocks;
     s->view.dtype = m->kv_dtype;
     s->view.block_size = KV_BLOCK;
     s->view.k = s->k;
@@ -140,7 +146,9 @@ void oct_session_free(oct_session *s)
     oct_free(s->k_scale);
     oct_free(s->v_scale);
     oct_free(s->pending);
-    oct_free(s->free_list);
+    oct_kv_pool_free(s->pool);
+    oct_free(s->committed);
+    oct_free(s->chain);
     oct_free(s->seq_len);
     oct_fwd_ws_free(s->ws);
     oct_free(s);
@@ -152,11 +160,62 @@ void oct_session_reset_seq(oct_session *s, int32_t seq)
         return;
     for (int64_t b = 0; b < s->blocks_per_seq; b++) {
         if (s->tables[seq][b] >= 0) {
-            s->free_list[s->n_free++] = s->tables[seq][b];
+            oct_kv_pool_release(s->pool, s->tables[seq][b]);
             s->tables[seq][b] = -1;
         }
     }
     s->seq_len[seq] = 0;
+    s->committed[seq] = 0;
+    s->chain[seq] = 0;
+}
+
+void oct_session_set_prefix_caching(oct_session *s, bool on)
+{
+    s->prefix = on;
+}
+
+int64_t oct_session_prefix_attach(oct_session *s, int32_t seq, const int32_t *tokens, int64_t n)
+{
+    if (!s->prefix || seq < 0 || seq >= s->max_seqs || s->seq_len[seq] != 0 || n <= 0)
+        return 0;
+    /* the block of the last token is always computed: its logits are wanted */
+    const int64_t full = OCT_MIN((n - 1) / KV_BLOCK, s->blocks_per_seq);
+    uint64_t h = 0;
+    int64_t b = 0;
+    for (; b < full; b++) {
+        const uint64_t hb = oct_kv_block_hash(h, tokens + b * KV_BLOCK, KV_BLOCK);
+        const int32_t blk = oct_kv_pool_lookup(s->pool, hb, tokens + b * KV_BLOCK);
+        if (blk < 0)
+            break;
+        s->tables[seq][b] = blk;
+        h = hb;
+    }
+    s->committed[seq] = b;
+    s->chain[seq] = h;
+    s->seq_len[seq] = b * KV_BLOCK;
+    s->prefix_queries += n;
+    s->prefix_hits += b * KV_BLOCK;
+    return b * KV_BLOCK;
+}
+
+void oct_session_prefix_commit(oct_session *s, int32_t seq, const int32_t *tokens)
+{
+    if (!s->prefix || seq < 0 || seq >= s->max_seqs)
+        return;
+    const int64_t full = s->seq_len[seq] / KV_BLOCK;
+    for (int64_t b = s->committed[seq]; b < full; b++) {
+        const int32_t *t = tokens + b * KV_BLOCK;
+        const uint64_t hb = oct_kv_block_hash(s->chain[seq], t, KV_BLOCK);
+        oct_kv_pool_publish(s->pool, s->tables[seq][b], hb, t);
+        s->chain[seq] = hb;
+    }
+    s->committed[seq] = OCT_MAX(s->committed[seq], full);
+}
+
+void oct_session_prefix_stats(const oct_session *s, int64_t *queries, int64_t *hits)
+{
+    *queries = s->prefix_queries;
+    *hits = s->prefix_hits;
 }
 
 int64_t oct_session_seq_len(const oct_session *s, int32_t seq)
@@ -166,7 +225,7 @@ int64_t oct_session_seq_len(const oct_session *s, int32_t seq)
 
 int64_t oct_session_kv_blocks_used(const oct_session *s)
 {
-    return s->n_blocks - s->n_free;
+    return s->n_blocks - oct_kv_pool_available(s->pool);
 }
 
 int64_t oct_session_kv_blocks_total(const oct_session *s)
@@ -195,12 +254,9 @@ static oct_status prepare_batch(oct_session *s, int64_t n, const int32_t *tokens
                                  "sequence %d: token at position %lld but the cache holds %lld", q,
                                  (long long)pos[t], (long long)s->seq_len[q]);
         int64_t b = pos[t] / KV_BLOCK;
-        if (s->tables[q][b] < 0) {
-            if (s->n_free == 0)
-                return oct_error_set(err, OCT_ERR_LIMIT, -1, "KV cache full (%lld blocks)",
-                                     (long long)s->n_blocks);
-            s->tables[q][b] = s->free_list[--s->n_free];
-        }
+        if (s->tables[q][b] < 0 && (s->tables[q][b] = oct_kv_pool_take(s->pool)) < 0)
+            return oct_error_set(err, OCT_ERR_LIMIT, -1, "KV cache full (%lld blocks)",
+                                 (long long)s->n_blocks);
         s->seq_len[q]++;
     }
     if (!s->ws || s->ws_tokens < n) {
@@ -215,11 +271,12 @@ static oct_status prepare_batch(oct_session *s, int64_t n, const int32_t *tokens
     return OCT_OK;
 }
 
-/* After a failed pass: the batch did not happen. */
+/* After a failed pass (or a batch refused part way): the batch did not
+ * happen.  Blocks it assigned stay with their sequences. */
 static void roll_back(oct_session *s, int64_t n, const int32_t *seq, const int64_t *pos)
 {
-    for (int64_t t = 0; t < n; t++)
-        if (s->seq_len[seq[t]] > pos[t])
+    for (int64_t t = 0; s && t < n; t++)
+        if (seq[t] >= 0 && seq[t] < s->max_seqs && pos[t] >= 0 && s->seq_len[seq[t]] > pos[t])
             s->seq_len[seq[t]] = pos[t];
 }
 
@@ -228,8 +285,9 @@ oct_status oct_session_forward(oct_session *s, int64_t n, const int32_t *tokens,
                                oct_error *err)
 {
     oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
-    if (st == OCT_OK &&
-        (st = oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits, err)))
+    if (st == OCT_OK)
+        st = oct_forward(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, logits, err);
+    if (st != OCT_OK && tokens && seq && pos)
         roll_back(s, n, seq, pos);
     return st;
 }
@@ -257,8 +315,10 @@ oct_status oct_session_forward_sample(oct_session *s, int64_t n, const int32_t *
     for (int64_t i = 0; i < n_out; i++)
         req[i] = (oct_sample_req){sp->temperature, sp->top_p, sp->min_p, sp->top_k, sp->seed, step};
     oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
-    if (st == OCT_OK && (st = oct_forward_sample(s->m, &s->view, s->ws, n, tokens, seq, pos,
-                                                 want_logits, req, ids, NULL, err)))
+    if (st == OCT_OK)
+        st = oct_forward_sample(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, req, ids,
+                                NULL, err);
+    if (st != OCT_OK && tokens && seq && pos)
         roll_back(s, n, seq, pos);
     oct_free(req);
     return st;

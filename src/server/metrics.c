@@ -186,6 +186,13 @@ char *srv_metrics_render(srv_metrics *m, const oct_sched_stats *st, const srv_ga
         "# TYPE octet_num_preemptions_total counter\noctet_num_preemptions_total{%s} %lld\n",
         lbl, (long long)st->preemptions);
     put(&b,
+        "# HELP octet_prefix_cache_queries_total Prompt tokens looked up in the prefix cache.\n"
+        "# TYPE octet_prefix_cache_queries_total counter\n"
+        "octet_prefix_cache_queries_total{%s} %lld\n"
+        "# HELP octet_prefix_cache_hits_total Prompt tokens found in the prefix cache.\n"
+        "# TYPE octet_prefix_cache_hits_total counter\noctet_prefix_cache_hits_total{%s} %lld\n",
+        lbl, (long long)st->prefix_queries, lbl, (long long)st->prefix_hits);
+    put(&b,
         "# HELP octet_engine_steps_total Forward passes run by the engine.\n"
         "# TYPE octet_engine_steps_total counter\noctet_engine_steps_total{%s} %lld\n",
         lbl, (long long)st->steps);
