@@ -1,12 +1,14 @@
 /* serve_load.c — load generator for `octet serve` (loopback only, bounded).
  *
  *   octet bench serve_load --port P [--clients N] [--requests R] [--max-tokens T]
- *                          [--time-limit S] [--api-key K] [--json]
+ *                          [--time-limit S] [--api-key K] [--system-prompt-words W] [--json]
  *
  * N client threads each send streaming /v1/completions requests (temperature
  * 0, ignore_eos, so every request yields exactly T tokens) until R requests
  * are done in total or S seconds pass.  Reports requests/s, output tokens/s,
  * TTFT and inter-token latency p50/p99 (from SSE event arrival times).
+ * --system-prompt-words W: every prompt starts with the same W words (a
+ * shared system prompt, for the server's prefix cache).
  * Always connects to 127.0.0.1. */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -26,6 +28,7 @@ int bench_serve_load_main(int argc, char **argv);
 typedef struct load {
     int port, max_tokens;
     const char *api_key;
+    const char *system; /* shared prompt prefix ("" : none) */
     double t_end;
     pthread_mutex_t mu;
     int next, limit; /* requests handed out / limit */
@@ -68,18 +71,28 @@ static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
     int fd = dial(L->port);
     if (fd < 0)
         return -1;
-    char body[256], req[1024];
-    snprintf(body, sizeof body,
-             "{\"prompt\":\"Request %d: once upon a time, in a small town\",\"max_tokens\":%d,"
+    const size_t cap_body = strlen(L->system) + 256, cap_req = cap_body + 512;
+    char *body = malloc(cap_body), *req = malloc(cap_req);
+    if (!body || !req) {
+        free(body);
+        free(req);
+        close(fd);
+        return -1;
+    }
+    snprintf(body, cap_body,
+             "{\"prompt\":\"%sRequest %d: once upon a time, in a small town\",\"max_tokens\":%d,"
              "\"temperature\":0,\"ignore_eos\":true,\"stream\":true,"
              "\"stream_options\":{\"include_usage\":true}}",
-             id, L->max_tokens);
-    int n = snprintf(req, sizeof req,
+             L->system, id, L->max_tokens);
+    int n = snprintf(req, cap_req,
                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                      "%s%s%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      L->api_key ? "Authorization: Bearer " : "", L->api_key ? L->api_key : "",
                      L->api_key ? "\r\n" : "", strlen(body), body);
-    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+    const bool sent = send(fd, req, (size_t)n, MSG_NOSIGNAL) == n;
+    free(body);
+    free(req);
+    if (!sent) {
         close(fd);
         return -1;
     }
@@ -182,6 +195,7 @@ int bench_serve_load_main(int argc, char **argv)
     double time_limit = 60;
     const char *key = NULL;
     bool json = false;
+    int system_words = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         bool has = i + 1 < argc;
@@ -197,16 +211,20 @@ int bench_serve_load_main(int argc, char **argv)
             time_limit = atof(argv[++i]);
         else if (has && strcmp(f, "--api-key") == 0)
             key = argv[++i];
+        else if (has && strcmp(f, "--system-prompt-words") == 0)
+            system_words = atoi(argv[++i]);
         else if (strcmp(f, "--json") == 0)
             json = true;
         else {
             fprintf(stderr, "usage: octet bench serve_load --port P [--clients N] [--requests R] "
-                            "[--max-tokens T] [--time-limit S] [--api-key K] [--json]\n");
+                            "[--max-tokens T] [--time-limit S] [--api-key K] "
+                            "[--system-prompt-words W] [--json]\n");
             return 2;
         }
     }
     if (clients < 1 || clients > 1024 || requests < 1 || requests > 100000 || max_tokens < 1 ||
-        max_tokens > 100000 || time_limit <= 0 || time_limit > 3600) {
+        max_tokens > 100000 || time_limit <= 0 || time_limit > 3600 || system_words < 0 ||
+        system_words > 100000) {
         fprintf(stderr, "octet bench serve_load: values out of range\n");
         return 2;
     }
@@ -216,6 +234,17 @@ int bench_serve_load_main(int argc, char **argv)
     L.max_tokens = max_tokens;
     L.api_key = key;
     L.limit = requests;
+    /* the shared prefix: W words cycling through a fixed list, a period each 12 */
+    static const char *const words[] = {"the", "council", "of",     "the", "river", "town",
+                                        "met", "each",    "spring", "to",  "weigh", "grain"};
+    char *system = calloc((size_t)system_words * 9 + 1, 1);
+    if (!system) {
+        fprintf(stderr, "octet bench serve_load: out of memory\n");
+        return 1;
+    }
+    for (int w = 0, len = 0; w < system_words; w++)
+        len += sprintf(system + len, "%s%s", words[w % 12], w % 12 == 11 ? ". " : " ");
+    L.system = system;
     pthread_mutex_init(&L.mu, NULL);
     L.ttft = calloc((size_t)requests, sizeof(double));
     pthread_t *th = calloc((size_t)clients, sizeof(pthread_t));
@@ -248,6 +277,7 @@ int bench_serve_load_main(int argc, char **argv)
                pct(L.itl, L.n_itl, 0.99) * 1e3);
     free(L.ttft);
     free(L.itl);
+    free(system);
     free(th);
     pthread_mutex_destroy(&L.mu);
     return L.failed ? 1 : 0;

@@ -577,92 +577,6 @@ static void test_silu_mul(void)
     }
 }
 
-/* One oct_cuda_linear_fp8_norm case against its two calls (oct_cuda_rmsnorm
- * to FP8_ROW codes, then oct_cuda_gemv_w8a8).  Tolerance: x after the add
- * exact; y within 1 bf16 ulp (the sum of squares, reduced over another thread
- * split in double, may round apart in its last bit); sync left zero. */
-static void norm_linear_case(oct_cuda_ctx *ctx, int64_t m, int64_t n, bool with_add, float ub)
-{
-    const int64_t k = H;
-    const size_t mk = (size_t)(m * k), nk = (size_t)(n * k), mn = (size_t)(m * n);
-    float *x = malloc(mk * 4), *nw = malloc((size_t)k * 4), *sw = malloc((size_t)n * 4);
-    float *x1 = malloc(mk * 4), *x2 = malloc(mk * 4);
-    uint16_t *add = malloc(mk * 2), *y1 = malloc(mn * 2), *y2 = malloc(mn * 2);
-    uint8_t *w = malloc(nk);
-    REQUIRE(x && nw && sw && x1 && x2 && add && y1 && y2 && w);
-    for (size_t i = 0; i < mk; i++) {
-        x[i] = rng_normal() * 3.0f;
-        add[i] = bf(rng_normal());
-    }
-    for (int64_t i = 0; i < k; i++)
-        nw[i] = 0.5f + rng_unif();
-    for (size_t i = 0; i < nk; i++) {
-        uint8_t b = (uint8_t)rng_u64();
-        w[i] = (b & 0x7F) == 0x7F ? 0 : b; /* no NaN codes */
-    }
-    for (int64_t i = 0; i < n; i++)
-        sw[i] = 0.001f * (1.0f + rng_unif());
-    const unsigned zero[2] = {0, 0};
-    unsigned back[2];
-    float *dx1 = dev_up(x, mk * 4), *dx2 = dev_up(x, mk * 4), *dnw = dev_up(nw, (size_t)k * 4);
-    float *dsw = dev_up(sw, (size_t)n * 4), *dsa = dev_up(NULL, (size_t)m * 4);
-    uint16_t *dadd = dev_up(add, mk * 2), *dy1 = dev_up(NULL, mn * 2), *dy2 = dev_up(NULL, mn * 2);
-    uint8_t *dw = dev_up(w, nk), *dq = dev_up(NULL, mk);
-    unsigned *dsync = dev_up(zero, sizeof zero);
-    REQUIRE(dx1 && dx2 && dnw && dsw && dsa && dadd && dy1 && dy2 && dw && dq && dsync);
-    const uint16_t *a = with_add ? dadd : NULL;
-    oct_cuda_act codes = {OCT_CUDA_ACT_FP8_ROW, NULL, dq, dsa, ub, 0.0f, NULL};
-    CHECK_OK(oct_cuda_rmsnorm(dx1, a, 0.5f, dnw, NULL, m, k, EPS, &codes, NULL));
-    CHECK_OK(oct_cuda_gemv_w8a8(m, n, k, dq, dsa, dw, dsw, OCT_SCALE_ROW, dy1, NULL));
-    CHECK_OK(oct_cuda_linear_fp8_norm(ctx, m, n, k, dx2, a, 0.5f, dnw, EPS, dw, dsw, ub, dy2, dsync,
-                                      NULL));
-    REQUIRE(dev_down(x1, dx1, mk * 4) && dev_down(x2, dx2, mk * 4) && dev_down(y1, dy1, mn * 2) &&
-            dev_down(y2, dy2, mn * 2) && dev_down(back, dsync, sizeof back));
-    int64_t apart = 0, far = 0;
-    for (size_t i = 0; i < mn; i++) {
-        const int d = (int)y1[i] - (int)y2[i];
-        apart += d != 0;
-        far += d > 1 || d < -1;
-    }
-    printf("  rmsnorm + linear m %lld n %lld%s%s: %lld of %zu outputs 1 ulp apart, %lld more\n",
-           (long long)m, (long long)n, with_add ? ", add" : "", ub > 0 ? ", bound" : "",
-           (long long)apart, mn, (long long)far);
-    CHECKF(far == 0, "rmsnorm + linear m %lld n %lld: %lld outputs beyond 1 bf16 ulp", (long long)m,
-           (long long)n, (long long)far);
-    CHECKF(memcmp(x1, x2, mk * 4) == 0, "rmsnorm + linear m %lld: x after the add differs",
-           (long long)m);
-    CHECKF(memcmp(back, zero, sizeof zero) == 0, "rmsnorm + linear: sync words not left zero");
-    void *dev[] = {dx1, dx2, dnw, dsw, dsa, dadd, dy1, dy2, dw, dq, dsync};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        oct_cuda_free(dev[i]);
-    void *host[] = {x, nw, sw, x1, x2, add, y1, y2, w};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
-}
-
-static void test_norm_linear(void)
-{
-    oct_cuda_ctx *ctx = NULL;
-    REQUIRE(oct_cuda_ctx_create(&ctx) == OCT_OK);
-    norm_linear_case(ctx, 1, 6144, true, 0.0f);
-    norm_linear_case(ctx, 2, 6144, false, 0.0f);
-    if (!quick) {
-        norm_linear_case(ctx, 1, 28672, true, 0.0f);
-        norm_linear_case(ctx, 2, 28672, true, 2.0f);
-    }
-    /* where the fused kernel does not apply: no work, OCT_ERR_UNSUPPORTED */
-    void *d = NULL;
-    REQUIRE(oct_cuda_malloc(&d, 1 << 24) == OCT_OK);
-    CHECK(oct_cuda_linear_fp8_norm(ctx, 3, 6144, H, d, NULL, 1.0f, d, EPS, d, d, 0.0f, d, d,
-                                   NULL) == OCT_ERR_UNSUPPORTED);
-    CHECK(oct_cuda_linear_fp8_norm(ctx, 1, 6144, 1000, d, NULL, 1.0f, d, EPS, d, d, 0.0f, d, d,
-                                   NULL) == OCT_ERR_UNSUPPORTED);
-    CHECK(oct_cuda_linear_fp8_norm(ctx, 1, 6144, H, d, d, 1.0f, d, EPS, d, d, 0.0f, d, NULL,
-                                   NULL) == OCT_ERR_INVALID_ARG);
-    oct_cuda_free(d);
-    oct_cuda_ctx_free(ctx);
-}
-
 static void test_rope(void)
 {
     /* tolerance: each element within 1 bf16 ulp of RNE(ref), or within
@@ -1660,7 +1574,6 @@ int main(void)
     RUN(test_embed);
     RUN(test_rmsnorm);
     RUN(test_silu_mul);
-    RUN(test_norm_linear);
     RUN(test_rope);
     RUN(test_rope_store);
     RUN(test_attention);

@@ -50,22 +50,7 @@ typedef struct cuda_be {
     /* OCTET_CUDA_PROFILE_PASS=N: the profiler's range covers forward pass N
      * (0-based), for ncu --profile-from-start off; -1: off */
     int64_t passes, profile_pass;
-    /* OCTET_CUDA_NORM_FUSED=1: the RMSNorms of a decode step's rows run in the
-     * prologue of the FP8 linear that reads them (oct_cuda_linear_fp8_norm).
-     * Off by default: on the H200 the decode step measured slower with it. */
-    bool norm_fused;
 } cuda_be;
-
-/* An RMSNorm whose launch waits for the linear that reads its codes. */
-typedef struct norm_args {
-    bool on;
-    float *x;
-    const uint16_t *add;
-    float add_mult;
-    const float *w; /* device */
-    int64_t k;
-    float eps;
-} norm_args;
 
 struct oct_backend_ws {
     oct_fwd_dims d;
@@ -85,9 +70,8 @@ struct oct_backend_ws {
     int64_t max_blocks, block_size;
     void *attn_ws; /* oct_cuda_attention's workspace */
     size_t attn_ws_bytes;
-    unsigned *sync;      /* split SiLU-mul rows' meeting words (oct_cuda_act.sync), zeroed */
-    unsigned *norm_sync; /* oct_cuda_linear_fp8_norm's 2 words, after them */
-    uint8_t *lin_ws;     /* per-tensor activation codes + scale */
+    unsigned *sync;  /* split SiLU-mul rows' meeting words (oct_cuda_act.sync), zeroed */
+    uint8_t *lin_ws; /* per-tensor activation codes + scale */
     size_t lin_ws_bytes;
     uint16_t *tmp; /* [max_tokens, widest] unfused-part output */
     float *logits; /* [logits_rows, V] f32, grown by begin to the rows wanted */
@@ -104,7 +88,6 @@ struct oct_backend_ws {
         const oct_linear *unit;
         int64_t n;
         oct_cuda_act in;
-        norm_args norm; /* the producer, when it has not run yet */
     } prep;
 };
 
@@ -311,12 +294,10 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     if (ws->attn_ws && oct_cuda_memzero(ws->attn_ws, ws->attn_ws_bytes) != OCT_OK)
         ok = false; /* its merge counters start at zero */
     ws->lin_ws = dev_buf(ws->lin_ws_bytes, &ok);
-    const size_t split_words = OCT_CUDA_ACT_SPLIT_ROWS * OCT_CUDA_ACT_SYNC_WORDS;
-    const size_t sync_bytes = (split_words + 4) * sizeof(unsigned);
+    const size_t sync_bytes = OCT_CUDA_ACT_SPLIT_ROWS * OCT_CUDA_ACT_SYNC_WORDS * sizeof(unsigned);
     ws->sync = dev_buf(sync_bytes, &ok);
     if (ws->sync && oct_cuda_memzero(ws->sync, sync_bytes) != OCT_OK)
         ok = false;
-    ws->norm_sync = ws->sync ? ws->sync + split_words : NULL;
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
     if (oct_cuda_host_alloc((void **)&ws->h_buf, 8 * T * sizeof(int32_t)) != OCT_OK ||
         oct_cuda_host_alloc((void **)&ws->h_tables, T * (size_t)ws->max_blocks * sizeof(int32_t)) !=
@@ -407,7 +388,6 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
         return oct_error_set(err, OCT_ERR_INTERNAL, -1, "CUDA copy of the batch to the GPU failed");
     ws->n = n;
     ws->prep.unit = NULL;
-    ws->prep.norm.on = false;
     cuda_be *c = impl(be);
     c->cur = ws;
     if (c->profile_pass >= 0 && (c->passes == c->profile_pass || c->passes == c->profile_pass + 1))
@@ -463,33 +443,7 @@ static oct_status cu_rmsnorm(oct_backend *be, float *x, const void *add, float a
 {
     cuda_be *c = impl(be);
     const oct_cuda_act out = producer_out(c->cur, rows ? NULL : next, n, k, y);
-    if (c->norm_fused && out.kind == OCT_CUDA_ACT_FP8_ROW && n <= 8) {
-        c->cur->prep.norm = (norm_args){true, x, add, add_mult, dev_of(c, w), k, eps};
-        return OCT_OK; /* cu_linear runs it */
-    }
     CK(oct_cuda_rmsnorm(x, add, add_mult, dev_of(c, w), rows ? c->cur->rows : NULL, n, k, eps, &out,
-                        c->stream),
-       "rmsnorm");
-    return OCT_OK;
-}
-
-/* The deferred RMSNorm of cu_rmsnorm: in the prologue of the linear layer l
- * reading its codes where that kernel runs (*done), else launched now. */
-static oct_status run_deferred_norm(cuda_be *c, oct_backend_ws *ws, const oct_linear *l, int64_t n,
-                                    void *y, bool *done, oct_error *err)
-{
-    const norm_args a = ws->prep.norm;
-    ws->prep.norm.on = false;
-    *done = false;
-    if (l) {
-        oct_status st = oct_cuda_linear_device_norm(l, c->ctx, n, a.x, a.add, a.add_mult, a.w,
-                                                    a.eps, y, ws->norm_sync, c->stream, err);
-        if (st != OCT_ERR_UNSUPPORTED) {
-            *done = st == OCT_OK;
-            return st;
-        }
-    }
-    CK(oct_cuda_rmsnorm(a.x, a.add, a.add_mult, a.w, NULL, ws->prep.n, a.k, a.eps, &ws->prep.in,
                         c->stream),
        "rmsnorm");
     return OCT_OK;
@@ -598,14 +552,6 @@ static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units
     cuda_be *c = impl(be);
     const bool prepared = ws->prep.unit && u->n == 1 && u->units[0] == ws->prep.unit &&
                           x == ws->prep.buf && n == ws->prep.n;
-    if (ws->prep.norm.on) {
-        bool done = false;
-        oct_status st = run_deferred_norm(c, ws, prepared ? u->units[0] : NULL, n, y, &done, err);
-        if (st != OCT_OK || done) {
-            ws->prep.unit = NULL;
-            return st;
-        }
-    }
     ws->prep.unit = NULL;
     if (prepared)
         return oct_cuda_linear_device_codes(u->units[0], c->ctx, n, &ws->prep.in, y, c->stream,
@@ -800,8 +746,6 @@ oct_status oct_backend_cuda_create(int device, bool eager, oct_backend **out, oc
     c->be.impl = c;
     c->be.destroy = cu_destroy;
     c->eager = eager;
-    const char *nf = getenv("OCTET_CUDA_NORM_FUSED");
-    c->norm_fused = nf && !strcmp(nf, "1");
     const char *pp = getenv("OCTET_CUDA_PROFILE_PASS");
     c->profile_pass = pp && *pp ? strtoll(pp, NULL, 10) : -1;
     if (oct_cuda_ctx_create(&c->ctx) != OCT_OK || oct_cuda_stream_create(&c->stream) != OCT_OK) {

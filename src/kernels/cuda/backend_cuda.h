@@ -31,15 +31,6 @@ bool oct_cuda_linear_device_input(const oct_linear *l, oct_cuda_act *fmt);
 oct_status oct_cuda_linear_device_codes(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
                                         const oct_cuda_act *in, void *y, void *stream,
                                         oct_error *err);
-/* The RMSNorm producer of that input fused into the layer: y [m, n] bf16 from
- * the residual stream x as oct_cuda_linear_fp8_norm (x += add * add_mult in
- * place, norm weights nw).  OCT_ERR_UNSUPPORTED, with no work done and no
- * message, where the fused kernel does not run this layer: the caller then
- * runs the RMSNorm and oct_cuda_linear_device_codes. */
-oct_status oct_cuda_linear_device_norm(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, float *x,
-                                       const uint16_t *add, float add_mult, const float *nw,
-                                       float eps, void *y, unsigned *sync, void *stream,
-                                       oct_error *err);
 /* The same into f32 y [m, n], times out_mult (the lm_head's logits); a
  * cuda_bf16 layer only. */
 oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,

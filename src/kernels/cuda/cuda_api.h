@@ -132,18 +132,6 @@ oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *ctx, int64_t m, int64_t n, int6
                                    const void *x, const uint8_t *w, oct_scale_kind kind,
                                    const float *sw, float ub, void *y, int path, void *stream);
 
-/* RMSNorm, then the FP8 linear with per-token activations and per-channel
- * weights, in one kernel: as oct_cuda_rmsnorm (FP8_ROW output, bound ub) of x
- * [m,k] f32 (x += add * add_mult in place first; add [m,k] bf16 or NULL) with
- * norm weights nw [k] f32, then oct_cuda_gemm_fp8 into y [m,n] bf16.  sync: 2
- * zeroed words, left zero (needed with add).  OCT_ERR_UNSUPPORTED where the
- * fused kernel does not apply (m > the context's gemv_fused_max_m, k % 1024,
- * k > 8192, one weight tile per block): the two calls then. */
-oct_status oct_cuda_linear_fp8_norm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float *x,
-                                    const uint16_t *add, float add_mult, const float *nw, float eps,
-                                    const uint8_t *w, const float *sw, float ub, void *y,
-                                    unsigned *sync, void *stream);
-
 /* Pre-quantized FP8 GEMM y [m,n] bf16 = a [m,k] x w [n,k]^T, scales as
  * oct_scaled_mm_f32 for TENSOR x TENSOR, ROW x ROW, BLOCK128 x BLOCK128. */
 oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,

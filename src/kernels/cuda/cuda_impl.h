@@ -375,12 +375,6 @@ oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, cons
 oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, const uint8_t *q,
                                              const float *sa, const uint8_t *w, const float *sw,
                                              uint16_t *y, bool any_grid, cudaStream_t st);
-/* The persistent kernel with an RMSNorm prologue (oct_cuda_linear_fp8_norm). */
-oct_status oct_cuda_gemv_w8a8_norm_launch(int64_t m, int64_t n, int64_t k, float *x,
-                                          const uint16_t *add, float add_mult, const float *nw,
-                                          float eps, float ub, const uint8_t *w, const float *sw,
-                                          uint16_t *y, unsigned *sync, bool any_grid,
-                                          cudaStream_t st);
 /* Testing knob: cap on the persistent grids' blocks (the fused / persistent
  * streaming kernels and the "_p" wgmma shapes; 0: none). */
 extern int oct_cuda_gemv_max_ctas;

@@ -26,15 +26,6 @@
 // still removes the plain kernel's partial last wave (4096x6144: 384 tiles on 264
 // resident blocks run as 1.45 waves).
 //
-// NORM: the quantization prologue of an RMSNorm's output (up to 8 tokens,
-// k <= 8192): every block adds the residual term to its copy of x (f32), takes
-// the per-token sum of squares and amax and quantizes w * (x * rr) into shared
-// memory — the operations of ops_norm.cu's rmsnorm_vec with FP8_ROW output, so
-// a decode step's qkv and gate_up projections need no RMSNorm kernel before
-// them.  The residual stream x is written back (each block a slice) only after
-// every block has read it: the blocks meet in zeroed sync words at the end of
-// the kernel (all of them are resident: the grid is the resident block count).
-//
 // Weight tile layout, fragments and the K-order trick are those of gemv_fp8.cu:
 // one tile = 16 rows x all K; warp w takes chunks w, w+8, ... (128 bytes each);
 // k % 1024 == 0 gives every warp the same chunk count, so every warp reaches
@@ -55,153 +46,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16;
 constexpr int kPad = 16; // bytes per code row in shared memory: 8 token rows hit 8 bank groups
 
-// The modes: how the codes come (NORM in two sizes: k <= 4096, k <= 8192).
-enum { kQuant = 0, kPreq = 1, kNorm = 2, kNormWide = 3 };
-constexpr int kNormMaxV = 8; // NORM: float4s per thread per token (k <= 8192)
-
-// NORM's inputs.
-struct NormIn {
-    float *x;            // [m,k] f32 residual stream (in place: x += add * add_mult)
-    const uint16_t *add; // [m,k] bf16 added first (NULL: none, x is only read)
-    float add_mult;
-    const float *w; // [k] f32 norm weights
-    float eps;
-    unsigned *sync; // 2 zeroed words, left zero (with add)
-};
-
-// Block-wide sum (in warp order) and NaN-propagating amax; every thread gets
-// the result.
-__device__ double norm_block_sum(double v)
-{
-    __shared__ double part[kWarps];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    double s = 0.0;
-#pragma unroll
-    for (int i = 0; i < kWarps; i++)
-        s += part[i];
-    return s;
-}
-
-__device__ float norm_block_amax(float a)
-{
-    __shared__ float part[kWarps];
-    a = oct_warp_amax(a);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = a;
-    __syncthreads();
-    float r = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kWarps; i++)
-        r = oct_amax_nan(r, part[i]);
-    return r;
-}
-
-// x + add * add_mult for 4 elements (f32, as rmsnorm_vec), add's 4 bf16 in h.
-__device__ __forceinline__ float4 norm_add4(float4 v, const NormIn &nz, uint2 h)
-{
-    if (!nz.add)
-        return v;
-    v.x = __fadd_rn(v.x, __fmul_rn(oct_bf16_lo(h.x), nz.add_mult));
-    v.y = __fadd_rn(v.y, __fmul_rn(oct_bf16_hi(h.x), nz.add_mult));
-    v.z = __fadd_rn(v.z, __fmul_rn(oct_bf16_lo(h.y), nz.add_mult));
-    v.w = __fadd_rn(v.w, __fmul_rn(oct_bf16_hi(h.y), nz.add_mult));
-    return v;
-}
-
-// NORM's prologue: token by token, the sum of squares of x + add, then the
-// codes of w * (x * rr) / s into xq and the scales into s_tok / r_tok.  NV:
-// registers for k <= 1024 * NV.  issued() runs once the first token's loads
-// are out (the rest of the weight ring goes after them, as in QUANT mode).
-template <int NV, class F>
-__device__ __forceinline__ void norm_codes(int m, int k, const NormIn &nz, float ub, uint8_t *xq,
-                                           int ldq, float *s_tok, float *r_tok, F issued)
-{
-    const int nv = k >> 10; // k % 1024 == 0, k <= 1024 * NV
-    const float4 *w4 = reinterpret_cast<const float4 *>(nz.w);
-    float4 wv[NV];
-#pragma unroll
-    for (int i = 0; i < NV; i++)
-        if (i < nv)
-            wv[i] = __ldg(w4 + threadIdx.x + i * kThreads);
-    for (int tok = 0; tok < m; tok++) {
-        const size_t row4 = (size_t)tok * (k >> 2);
-        float4 v[NV];
-        uint2 h[NV];
-        double ss = 0.0;
-#pragma unroll
-        for (int i = 0; i < NV; i++)
-            if (i < nv) {
-                const size_t i4 = row4 + threadIdx.x + i * kThreads;
-                v[i] = reinterpret_cast<const float4 *>(nz.x)[i4];
-                h[i] = nz.add ? reinterpret_cast<const uint2 *>(nz.add)[i4] : make_uint2(0u, 0u);
-            }
-        if (tok == 0)
-            issued();
-#pragma unroll
-        for (int i = 0; i < NV; i++)
-            if (i < nv) {
-                v[i] = norm_add4(v[i], nz, h[i]);
-                ss += (double)v[i].x * (double)v[i].x + (double)v[i].y * (double)v[i].y +
-                      (double)v[i].z * (double)v[i].z + (double)v[i].w * (double)v[i].w;
-            }
-        ss = norm_block_sum(ss);
-        const float rr = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)k), nz.eps)));
-        float a = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NV; i++)
-            if (i < nv) {
-                v[i].x = __fmul_rn(wv[i].x, __fmul_rn(v[i].x, rr));
-                v[i].y = __fmul_rn(wv[i].y, __fmul_rn(v[i].y, rr));
-                v[i].z = __fmul_rn(wv[i].z, __fmul_rn(v[i].z, rr));
-                v[i].w = __fmul_rn(wv[i].w, __fmul_rn(v[i].w, rr));
-                a = oct_amax_nan(oct_amax_nan(a, v[i].x), v[i].y);
-                a = oct_amax_nan(oct_amax_nan(a, v[i].z), v[i].w);
-            }
-        a = norm_block_amax(a);
-        const float sc = oct_scale_from_amax(a, ub), rc = oct_scale_recip(sc);
-        if (threadIdx.x == 0)
-            s_tok[tok] = sc, r_tok[tok] = rc;
-#pragma unroll
-        for (int i = 0; i < NV; i++)
-            if (i < nv) {
-                const uint32_t lo =
-                    oct_e4m3x2_sat(oct_div_scale(v[i].x, sc, rc), oct_div_scale(v[i].y, sc, rc));
-                const uint32_t hi =
-                    oct_e4m3x2_sat(oct_div_scale(v[i].z, sc, rc), oct_div_scale(v[i].w, sc, rc));
-                *reinterpret_cast<uint32_t *>(xq + tok * ldq + 4 * (threadIdx.x + i * kThreads)) =
-                    lo | (hi << 16);
-            }
-    }
-}
-
-// NORM with add, at the end of the kernel: once every block has read x
-// (arrivals counted in sync[0] after the prologue), this block writes its
-// slice of x + add; the last block out zeroes the words.
-__device__ void norm_write_x(int m, int k, const NormIn &nz)
-{
-    if (threadIdx.x == 0)
-        while (atomicAdd(&nz.sync[0], 0u) < gridDim.x)
-            __nanosleep(32);
-    __syncthreads();
-    const size_t tot = (size_t)m * (k >> 2), per = (tot + gridDim.x - 1) / gridDim.x;
-    const size_t end = min(tot, per * (blockIdx.x + 1));
-    float4 *x4 = reinterpret_cast<float4 *>(nz.x);
-    for (size_t i4 = per * blockIdx.x + threadIdx.x; i4 < end; i4 += kThreads)
-        x4[i4] = norm_add4(x4[i4], nz, reinterpret_cast<const uint2 *>(nz.add)[i4]);
-    __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(&nz.sync[1], 1u) == gridDim.x - 1) {
-        nz.sync[0] = 0u;
-        nz.sync[1] = 0u;
-    }
-}
-
 __device__ __forceinline__ void load_chunk(uint4 (&d)[4], const uint8_t *__restrict__ w, int n,
                                            int k, int tile, int chunk, int g, int t, uint64_t pol,
                                            int ef)
@@ -215,14 +59,13 @@ __device__ __forceinline__ void load_chunk(uint4 (&d)[4], const uint8_t *__restr
     d[3] = oct_ld_stream(p1 + 64, pol, ef);
 }
 
-template <int MT, int MODE>
+template <int MT, bool PREQ>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_w8a8_fused(int m, int n, int k, const uint16_t *__restrict__ x, float ub,
                     const uint8_t *__restrict__ q, const float *__restrict__ sa,
                     const uint8_t *__restrict__ w, const float *__restrict__ sw,
-                    uint16_t *__restrict__ y, int ef, NormIn nz)
+                    uint16_t *__restrict__ y, int ef)
 {
-    constexpr bool PREQ = MODE == kPreq, NORM = MODE == kNorm || MODE == kNormWide;
     constexpr int U = MT == 1 ? 4 : 2;            // weight chunks in flight per warp (registers)
     extern __shared__ __align__(16) uint8_t xq[]; // [m][k + kPad] activation codes
     __shared__ float red[2][kWarps][MT * 4][32];
@@ -264,15 +107,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (threadIdx.x < MT * 8)
         amax_u[threadIdx.x] = 0u;
     oct_pdl_wait();
-    if constexpr (NORM) {
-        norm_codes<MODE == kNorm ? 4 : kNormMaxV>(m, k, nz, ub, xq, ldq, s_tok, r_tok, fill_ring);
-        __syncthreads(); // codes and scales; every read of x done
-        if (nz.add && threadIdx.x == 0) {
-            __threadfence();
-            atomicAdd(&nz.sync[0], 1u);
-        }
-    }
-    if constexpr (MODE == kQuant) {
+    if constexpr (!PREQ) {
         // ---- per-token amax: x rows are contiguous, so walk the m*k/8 vectors flat.
         // k % 1024 == 0 makes a row a multiple of 32 vectors, so the 32 lanes of a
         // warp always sit in one token: a warp reduces, then one lane flushes into
@@ -399,23 +234,19 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
         }
     }
-    if constexpr (NORM)
-        if (nz.add)
-            norm_write_x(m, k, nz);
 }
 
-template <int MT, int MODE>
+template <int MT, bool PREQ>
 cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const uint8_t *q,
                          const float *sa, const uint8_t *w, const float *sw, uint16_t *y,
-                         bool any_grid, cudaStream_t st, const NormIn &nz = NormIn{})
+                         bool any_grid, cudaStream_t st)
 {
-    constexpr bool PREQ = MODE == kPreq;
     // Host-side caches (one device per process assumed, like gemv_fp8.cu's).
     static int smem_set = 0, nsm = 0, occ_smem = -1, occ = 0;
     const int smem = PREQ ? 0 : m * (k + kPad);
     cudaError_t e;
     if (smem > smem_set) {
-        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT, MODE>,
+        e = cudaFuncSetAttribute(gemv_w8a8_fused<MT, PREQ>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess)
             return e;
@@ -428,7 +259,7 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
             return e;
     }
     if (smem != occ_smem) {
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT, MODE>, kThreads,
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, gemv_w8a8_fused<MT, PREQ>, kThreads,
                                                           smem);
         if (e != cudaSuccess)
             return e;
@@ -454,8 +285,8 @@ cudaError_t launch_fused(int m, int n, int k, const uint16_t *x, float ub, const
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         oct_cuda_launch_config((unsigned)grid, kThreads, (size_t)smem, st, true, &attr);
-    return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT, MODE>, m, n, k, x, ub, q, sa, w, sw, y,
-                              oct_cuda_gemv_evict_first, nz);
+    return cudaLaunchKernelEx(&cfg, gemv_w8a8_fused<MT, PREQ>, m, n, k, x, ub, q, sa, w, sw, y,
+                              oct_cuda_gemv_evict_first);
 }
 
 } // namespace
@@ -472,10 +303,10 @@ oct_status oct_cuda_gemv_w8a8_fused_launch(int64_t m, int64_t n, int64_t k, cons
         m * (k + kPad) > 100 * 1024 || (((uintptr_t)x | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
     const uint16_t *xs = static_cast<const uint16_t *>(x);
-    cudaError_t e = m <= 8 ? launch_fused<1, kQuant>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
-                                                     sw, y, any_grid, st)
-                           : launch_fused<2, kQuant>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
-                                                     sw, y, any_grid, st);
+    cudaError_t e = m <= 8 ? launch_fused<1, false>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
+                                                    sw, y, any_grid, st)
+                           : launch_fused<2, false>((int)m, (int)n, (int)k, xs, ub, NULL, NULL, w,
+                                                    sw, y, any_grid, st);
     return e == cudaSuccess             ? OCT_OK
            : e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED
                                         : OCT_ERR_INTERNAL;
@@ -490,31 +321,10 @@ oct_status oct_cuda_gemv_w8a8_persist_launch(int64_t m, int64_t n, int64_t k, co
     if (m > 16 || n > INT32_MAX / 2 || k > INT32_MAX / 4 || (int64_t)m * k > INT32_MAX ||
         k % 1024 != 0 || (((uintptr_t)q | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
-    cudaError_t e = m <= 8 ? launch_fused<1, kPreq>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w,
-                                                    sw, y, any_grid, st)
-                           : launch_fused<2, kPreq>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w,
-                                                    sw, y, any_grid, st);
-    return e == cudaSuccess             ? OCT_OK
-           : e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED
-                                        : OCT_ERR_INTERNAL;
-}
-
-oct_status oct_cuda_gemv_w8a8_norm_launch(int64_t m, int64_t n, int64_t k, float *x,
-                                          const uint16_t *add, float add_mult, const float *nw,
-                                          float eps, float ub, const uint8_t *w, const float *sw,
-                                          uint16_t *y, unsigned *sync, bool any_grid,
-                                          cudaStream_t st)
-{
-    if (m <= 0 || n <= 0 || k <= 0 || !x || !nw || !w || !sw || !y || (add && !sync))
-        return OCT_ERR_INVALID_ARG;
-    if (m > 8 || n > INT32_MAX / 2 || k % 1024 != 0 || k > 1024 * kNormMaxV ||
-        (((uintptr_t)x | (uintptr_t)nw | (uintptr_t)w) & 15u) || ((uintptr_t)add & 7u))
-        return OCT_ERR_UNSUPPORTED;
-    const NormIn nz = {x, add, add_mult, nw, eps, sync};
-    cudaError_t e = k <= 4096 ? launch_fused<1, kNorm>((int)m, (int)n, (int)k, NULL, ub, NULL, NULL,
-                                                       w, sw, y, any_grid, st, nz)
-                              : launch_fused<1, kNormWide>((int)m, (int)n, (int)k, NULL, ub, NULL,
-                                                           NULL, w, sw, y, any_grid, st, nz);
+    cudaError_t e = m <= 8 ? launch_fused<1, true>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w, sw,
+                                                   y, any_grid, st)
+                           : launch_fused<2, true>((int)m, (int)n, (int)k, NULL, 0.0f, q, sa, w, sw,
+                                                   y, any_grid, st);
     return e == cudaSuccess             ? OCT_OK
            : e == cudaErrorNotSupported ? OCT_ERR_UNSUPPORTED
                                         : OCT_ERR_INTERNAL;

@@ -653,24 +653,6 @@ __global__ void transpose_scales(const float *__restrict__ src, int64_t m, int64
 }
 } // namespace
 
-extern "C" oct_status oct_cuda_linear_fp8_norm(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
-                                               float *x, const uint16_t *add, float add_mult,
-                                               const float *nw, float eps, const uint8_t *w,
-                                               const float *sw, float ub, void *y, unsigned *sync,
-                                               void *stream)
-{
-    if (!c || m <= 0 || n <= 0 || k <= 0 || !x || !nw || !w || !sw || !y || (add && !sync))
-        return OCT_ERR_INVALID_ARG;
-    if (m > c->gemv_fused_max_m || oct_cuda_gemv_use_tma)
-        return OCT_ERR_UNSUPPORTED;
-    const oct_status s = oct_cuda_gemv_w8a8_norm_launch(
-        m, n, k, x, add, add_mult, nw, eps, ub, w, sw, static_cast<uint16_t *>(y), sync,
-        c->gemv_fused_any_grid != 0, oct_cuda_stream(stream));
-    if (s == OCT_OK)
-        snprintf(c->last_kernel, sizeof c->last_kernel, "gemv_w8a8_row_rmsnorm");
-    return s;
-}
-
 extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, int64_t k,
                                         const uint8_t *a, oct_scale_kind ka, const float *sa,
                                         const uint8_t *w, oct_scale_kind kw, const float *sw,

@@ -497,23 +497,6 @@ oct_status oct_cuda_linear_device_codes(const oct_linear *l, oct_cuda_ctx *ctx, 
     return OCT_OK;
 }
 
-oct_status oct_cuda_linear_device_norm(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m, float *x,
-                                       const uint16_t *add, float add_mult, const float *nw,
-                                       float eps, void *y, unsigned *sync, void *stream,
-                                       oct_error *err)
-{
-    const cuda_layer *c = l->dev;
-    if (l->kernel != &oct_kernel_cuda_fp8 || l->desc.act != OCT_ACT_DYNAMIC_TOKEN ||
-        c->kind != OCT_SCALE_ROW || c->bias)
-        return OCT_ERR_UNSUPPORTED;
-    oct_status st = oct_cuda_linear_fp8_norm(ctx, m, l->n, l->k, x, add, add_mult, nw, eps, c->w,
-                                             c->sw, l->desc.act_scale_ub, y, sync, stream);
-    if (st != OCT_OK && st != OCT_ERR_UNSUPPORTED)
-        return oct_error_set(err, st, -1, "%s: CUDA RMSNorm + linear failed (m=%lld): %s", l->name,
-                             (long long)m, oct_status_str(st));
-    return st;
-}
-
 oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
                                       const void *x, float out_mult, float *y, void *stream,
                                       oct_error *err)

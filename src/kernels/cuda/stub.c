@@ -107,16 +107,6 @@ oct_status oct_cuda_linear_fp8_dyn(oct_cuda_ctx *ctx, int64_t m, int64_t n, int6
     return OCT_ERR_UNSUPPORTED;
 }
 
-oct_status oct_cuda_linear_fp8_norm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, float *x,
-                                    const uint16_t *add, float add_mult, const float *nw, float eps,
-                                    const uint8_t *w, const float *sw, float ub, void *y,
-                                    unsigned *sync, void *stream)
-{
-    (void)ctx, (void)m, (void)n, (void)k, (void)x, (void)add, (void)add_mult, (void)nw, (void)eps;
-    (void)w, (void)sw, (void)ub, (void)y, (void)sync, (void)stream;
-    return OCT_ERR_UNSUPPORTED;
-}
-
 oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, const uint8_t *a,
                              oct_scale_kind ka, const float *sa, const uint8_t *w,
                              oct_scale_kind kw, const float *sw, void *y, int path, void *stream)
