@@ -847,6 +847,30 @@ static void test_prefix_cache(void)
            "prefix cache: queries %.0f -> %.0f, hits %.0f -> %.0f", q0, q1, h0, h1);
     resp_free(&a);
     resp_free(&b);
+    /* n = 4: the other choices wait for the first one's prompt blocks, then
+     * find every full one (else those admitted beside it compute their own) */
+    char body4[8192];
+    int len = snprintf(body4, sizeof body4, "{\"prompt\":\"");
+    for (int k = 0; k < 8; k++)
+        len += snprintf(body4 + len, sizeof body4 - (size_t)len,
+                        "Part %d of a field guide to the birds of the northern lakes, with notes "
+                        "on their songs, their nests, the months in which they arrive and leave, "
+                        "and the places along the shore where a patient walker can see them. ",
+                        k);
+    snprintf(body4 + len, sizeof body4 - (size_t)len,
+             "\",\"max_tokens\":4,\"temperature\":0,\"n\":4}");
+    const double q2 = metric(g_a.port, "octet_prefix_cache_queries_total");
+    REQUIRE(http(g_a.port, "POST", "/v1/completions", API_KEY, body4, &a));
+    CHECK_EQ_INT(a.status, 200);
+    const double q3 = metric(g_a.port, "octet_prefix_cache_queries_total");
+    const double h3 = metric(g_a.port, "octet_prefix_cache_hits_total");
+    const double prompt = (q3 - q2) / 4, full = floor((prompt - 1) / 16) * 16;
+    printf("note: n = 4 on a %.0f-token prompt: %.0f tokens found in the cache (3 x %.0f "
+           "expected)\n",
+           prompt, h3 - h1, full);
+    CHECKF(prompt > 256 && h3 - h1 == 3 * full, "n = 4: %.0f tokens found, want %.0f", h3 - h1,
+           3 * full);
+    resp_free(&a);
 }
 
 /* GET /health on server A with extra header lines; returns the status (0:

@@ -318,6 +318,20 @@ static bool emit(oct_sched *s, seq *q, float *row)
     return true;
 }
 
+/* A running sequence of q's group (the choices of one request, n > 1) with
+ * the same prompt whose prefill has not finished: q waits for its blocks. */
+static bool twin_prefilling(const oct_sched *s, const seq *q)
+{
+    for (int i = 0; i < s->o.max_num_seqs; i++) {
+        const seq *r = s->running[i];
+        if (r && r->p.group == q->p.group && r->n_prompt == q->n_prompt &&
+            r->cached < r->n_prompt - 1 &&
+            !memcmp(r->tokens, q->tokens, (size_t)q->n_prompt * sizeof(int32_t)))
+            return true;
+    }
+    return false;
+}
+
 /* With prefix caching, a sequence being admitted (empty, in q->slot) takes
  * the cached blocks that start its tokens: q->cached covers them.  Returns the
  * blocks that were free (evictable) and are held now. */
@@ -373,7 +387,9 @@ static bool step(oct_sched *s)
                 best = q;
         }
         bool admit = false;
-        if (!best && s->wait_head && s->n_running < s->o.max_num_seqs) {
+        if (!best && s->wait_head && s->n_running < s->o.max_num_seqs &&
+            !(s->o.prefix_caching && s->wait_head->n_prompt > KV_BLOCK &&
+              twin_prefilling(s, s->wait_head))) {
             best = s->wait_head;
             admit = true;
         }

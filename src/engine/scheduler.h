@@ -13,8 +13,10 @@
  * With prefix caching, an admitted sequence first takes the cached blocks
  * that start its tokens (another sequence's prompt, or its own before a
  * preemption) and computes only the rest; every full block computed is
- * published for later ones.  A request that wants prompt log-probabilities
- * computes its whole prompt.
+ * published for later ones; the other choices of a request (n > 1) wait
+ * in the queue until the first has computed the prompt, then share its
+ * blocks.  A request that wants prompt log-probabilities computes its whole
+ * prompt.
  *
  * Admission is at token granularity: a waiting sequence enters as soon as a
  * slot (--max-num-seqs) and KV blocks for its next chunk are free.  When
