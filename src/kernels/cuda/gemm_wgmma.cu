@@ -81,6 +81,10 @@ template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
     static constexpr bool SN = F & kSplitN, PP = F & kPingPong;
     static constexpr int BM = SN || PP ? 64 : 64 * NC;
     static constexpr int WN = SN ? BN / NC : BN; // columns per consumer warpgroup
+    // wgmma takes N % 8 == 0, and a split-N warpgroup's weight rows start on a
+    // 1024-byte swizzle atom (WN * 128 bytes)
+    static_assert(WN % 8 == 0, "warpgroup tile width");
+    static_assert((F & kSwap) || WN % 32 == 0, "16-byte epilogue");
     static constexpr int A_BYTES = BM * kBK;
     static constexpr int W_BYTES = BN * kBK;
     static constexpr int STAGE = A_BYTES + W_BYTES;  // a multiple of 1024 (swizzle atoms)
@@ -112,7 +116,7 @@ template <int NC, int BN, int S, int MINB, int F = 0> struct Shape {
 // warpgroups: S stages of a and w boxes, each with a "full" and an "empty"
 // mbarrier, and the work units (tile u % ntiles, K range u / ntiles: split-K
 // shapes; else the whole K).  The producer's loop is a member; the consumers'
-// main loops stay in the kernel.
+// work is Consumer's.
 template <int NC, int BN, int S, bool BLK, int MINB, int F> struct Cta {
     using T = Shape<NC, BN, S, MINB, F>;
     static constexpr bool SK = F & kSplitK, SW = F & kSwap, PP = T::PP;
@@ -120,6 +124,18 @@ template <int NC, int BN, int S, bool BLK, int MINB, int F> struct Cta {
     uint8_t *smem;          // [S][STAGE] the ring, 1024-byte aligned
     uint64_t *full, *empty; // [S] each
     int ntiles, nk, nunits; // output tiles, K steps, work units
+
+    // The CTA's ring, at the 1024-byte aligned start of the dynamic shared
+    // memory, and its work units.
+    static __device__ __forceinline__ Cta make(const Params &p)
+    {
+        extern __shared__ uint8_t smem_raw[];
+        uint8_t *smem =
+            reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+        uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
+        const int ntiles = p.tiles_m * p.tiles_n;
+        return {p, smem, full, full + S, ntiles, p.k / kBK, SK ? ntiles * p.splits : ntiles};
+    }
 
     // The K steps of range sp.  (splits <= nk: every range has a step, and saying
     // so keeps ptxas from serializing the MMAs, C7515)
@@ -198,6 +214,27 @@ template <int NC, int BN, int S, bool BLK, int MINB, int F> struct Cta {
             }
         }
     }
+
+    // The producer warp(group): gives its registers to the consumers
+    // (setmaxnreg shapes); one thread issues every copy.
+    __device__ __forceinline__ void producer(const CUtensorMap &map_a,
+                                             const CUtensorMap &map_w) const
+    {
+        if constexpr (T::SETMAXNREG)
+            oct_setmaxnreg_dec<T::REG_DEC>();
+        if (threadIdx.x == NC * 128)
+            produce(map_a, map_w);
+    }
+
+    // A consumer warpgroup's start: takes the producer's registers (setmaxnreg
+    // shapes), waits for the previous kernel (the activation scales come from it).
+    __device__ __forceinline__ void consumer_start() const
+    {
+        if constexpr (T::SETMAXNREG)
+            oct_setmaxnreg_inc<T::REG_INC>();
+        if (p.pdl)
+            oct_pdl_wait();
+    }
 };
 
 // The swapped shapes' epilogue (y = the sums, scaled, as bf16): rows are weight
@@ -232,75 +269,357 @@ __device__ __forceinline__ void store_swapped(const Params &p, const Sums &sums,
     }
 }
 
-template <int NC, int BN, int S, bool BLK, int MINB, int F>
-__global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
-    gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
-                    const __grid_constant__ CUtensorMap map_w, const Params p)
-{
-    // wgmma takes N % 8 == 0, and a split-N warpgroup's weight rows start on a
-    // 1024-byte swizzle atom (WN * 128 bytes)
-    static_assert(Shape<NC, BN, S, MINB, F>::WN % 8 == 0, "warpgroup tile width");
-    static_assert((F & kSwap) || Shape<NC, BN, S, MINB, F>::WN % 32 == 0, "16-byte epilogue");
-#ifdef OCT_HAS_WGMMA
+// A consumer warpgroup's view of its CTA: the ring and work (c), this thread's
+// place in the warpgroup, and references to the kernel's registers: those that
+// live across the warpgroup's work units (the accumulators, the block scales'
+// partial sums, the producer's step count) and a unit's scales and scratch.
+// Per work unit the kernel runs begin, a main loop (mainloop_tensor or
+// mainloop_block), split-K's publish and the epilogue.
+template <int NC, int BN, int S, bool BLK, int MINB, int F> struct Consumer {
     using T = Shape<NC, BN, S, MINB, F>;
-    constexpr int WN = T::WN;
-    constexpr bool SN = T::SN, SK = F & kSplitK, SW = F & kSwap, PP = T::PP;
+    using C = Cta<NC, BN, S, BLK, MINB, F>;
+    static constexpr int WN = T::WN;
+    static constexpr bool SN = T::SN, SK = C::SK, SW = C::SW, PP = T::PP;
     static_assert(!(PP && (SK || SN)) && (!PP || NC == 2), "ping-pong: two whole-K warpgroups");
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = reinterpret_cast<uint8_t *>(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)S * T::STAGE);
-    uint64_t *empty = full + S;
-
-    // The next layer's quantizer (programmatic dependent launch) may be scheduled
-    // once every CTA has started; it waits for our end before reading anything.
-    oct_pdl_launch_dependents();
-    const int wg = threadIdx.x / 128;
-    const int ntiles = p.tiles_m * p.tiles_n;
-    const int nk = p.k / kBK;
-    // Work units: tile u % ntiles, K range u / ntiles (split-K shapes; else the whole K).
-    const int nunits = SK ? ntiles * p.splits : ntiles;
-    const Cta<NC, BN, S, BLK, MINB, F> c = {p, smem, full, empty, ntiles, nk, nunits};
-    c.init_barriers();
-    __syncthreads();
-
-    if (wg == NC) { // producer warp(group): one thread issues every copy
-        if constexpr (T::SETMAXNREG)
-            oct_setmaxnreg_dec<T::REG_DEC>();
-        if (threadIdx.x == NC * 128)
-            c.produce(map_a, map_w);
-        return;
-    }
-
-    if constexpr (T::SETMAXNREG)
-        oct_setmaxnreg_inc<T::REG_INC>();
-    if (p.pdl)
-        oct_pdl_wait(); // the activation scales come from the previous kernel
-    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     // The tile's column scales, staged per warpgroup: each thread loads SWN of them
     // before the main loop and stores them after it, so the epilogue never waits
     // on a global load (one wait per column pair was as long as the main loop).
-    // (A static array: the compiler then knows it is shared memory and reads it
-    // with LDS; through the aligned dynamic pointer it used generic loads.)
-    constexpr int SWN = (WN + 127) / 128;
-    __shared__ __align__(16) float sws_all[BLK ? 1 : NC * WN];
-    float *sws = sws_all + (BLK ? 0 : wg * WN);
-    // This warpgroup's rows and columns of the tile: 64 rows at wg * 64 and all
-    // BN columns, or (SN) all 64 rows and WN columns at wg * WN, or (PP) the
-    // whole 64 x BN tile.
-    const int wrow = SN || PP ? 0 : wg * 64, wcol = SN ? wg * WN : 0;
+    static constexpr int SWN = (WN + 127) / 128;
+    // Block scales: each K step's partial sums, in two buffers (DB) where the
+    // registers allow, so that the next step's MMAs run while they are scaled.
+    // kHalves: each step's MMAs in two halves of WN / 2 columns through one buffer
+    // of half the size (WN = 256: 128 accumulators + 64, where two full buffers
+    // would need 256 more).
+    static constexpr bool DB = BLK && WN <= kDoubleBufMaxWN && !(F & kOneBuf);
+    static constexpr bool HV = BLK && (F & kHalves);
+    static_assert(!HV || (WN == 256 && !SW && !SK && !SN && !PP), "halves: whole 128 x 256 tiles");
+    static constexpr int PW = BLK ? (HV ? WN / 4 : WN / 2) : 1;
     // Split-K: each K range's partial tile goes to the workspace ([unit][warpgroup]
     // [WN / 8][128 threads] float4s: a warp's stores are contiguous); the range that
     // finishes a tile last (a per-tile counter says which) runs its epilogue on the
     // sum of them all, added in range order so that it does not depend on which
     // range finished last.
-    __shared__ int last_range;
-    const size_t per_unit = (size_t)NC * (WN / 8) * 128; // float4s
-    // Stores this range's partial tile; true: it is the tile's last range.
-    [[maybe_unused]] auto publish = [&](const float(&v)[WN / 2], float4 *ws, int t, int sp) {
+    static constexpr size_t per_unit = (size_t)NC * (WN / 8) * 128; // float4s
+
+    // A work unit as this thread sees it.
+    struct Tile {
+        int t, sp;              // tile, K range
+        int m0, n0, kbeg, kend; // the tile's corner, the range's K steps
+        int r0, r1, c0;         // this thread's rows, this warpgroup's first column
+        size_t ra0, ra1;        // the rows, clamped to the last (scale reads)
+    };
+    // Block scales, loaded two steps ahead into one of two register slots (even /
+    // odd steps: no register moves, which would wait for the newest load).  w: the
+    // weight block's scale (one per warpgroup and step: its rows (swapped) or
+    // columns lie in one 128-block); sc: this thread's activation scales, of its
+    // two rows r0, r1, or (swapped) of its token columns; w1: kHalves' second
+    // half's weight block.
+    struct BlockScales {
+        static constexpr int NSC = SW ? WN / 4 : 2; // activation scales per slot
+        float (&w)[2];
+        float (&sc)[2][NSC];
+        float (&w1)[2];
+    };
+
+    const C &c;
+    const Params &p;
+    const int tid, warp, lane;
+    float *const sws; // this warpgroup's staged column scales (WN)
+    // This warpgroup's rows and columns of the tile: 64 rows at wg * 64 and all
+    // BN columns, or (SN) all 64 rows and WN columns at wg * WN, or (PP) the
+    // whole 64 x BN tile.
+    const int wrow, wcol;
+    int &last_range; // split-K: the CTA's "last range" flag (shared memory)
+    float (&acc)[WN / 2];
+    float (&part)[DB ? 2 : 1][PW];
+    int &q;                      // the producer's step count
+    float &sa0, &sa1;            // tensor / channel scales: the unit's rows'
+    float (&swr)[SWN];           // ... and its columns' (staged: stage_scales)
+    uint32_t (&qa)[4], (&qb)[4]; // the 16-byte stores' quad transposes (rows r0, r1)
+
+    // wg: this warpgroup (0 .. NC - 1); tid: this thread in it; sws_all: the
+    // CTA's staged column scales (NC x WN).
+    __device__ __forceinline__ Consumer(const C &c, int wg, int tid, float *sws_all,
+                                        int &last_range, float (&acc)[WN / 2],
+                                        float (&part)[DB ? 2 : 1][PW], int &q, float &sa0,
+                                        float &sa1, float (&swr)[SWN], uint32_t (&qa)[4],
+                                        uint32_t (&qb)[4])
+        : c(c), p(c.p), tid(tid), warp(tid / 32), lane(tid % 32),
+          sws(sws_all + (BLK ? 0 : wg * WN)), wrow(SN || PP ? 0 : wg * 64), wcol(SN ? wg * WN : 0),
+          last_range(last_range), acc(acc), part(part), q(q), sa0(sa0), sa1(sa1), swr(swr), qa(qa),
+          qb(qb)
+    {
+    }
+
+    // Block scales: the partial sums start at zero.
+    __device__ __forceinline__ void clear_parts() const
+    {
+#pragma unroll
+        for (int b = 0; b < (DB ? 2 : 1); b++)
+#pragma unroll
+            for (int i = 0; i < PW; i++)
+                part[b][i] = 0.0f;
+    }
+
+    // Work unit u: its tile and K range, this thread's rows and first column;
+    // the accumulators start at zero.
+    __device__ __forceinline__ void begin(const int &u, Tile &x) const
+    {
+        x.t = u % c.ntiles, x.sp = u / c.ntiles;
+        c.corner(x.t, x.m0, x.n0);
+        c.k_range(x.sp, x.kbeg, x.kend);
+        x.r0 = x.m0 + wrow + warp * 16 + lane / 4, x.r1 = x.r0 + 8;
+        x.c0 = x.n0 + wcol;
+        x.ra0 = (size_t)min(x.r0, p.m - 1), x.ra1 = (size_t)min(x.r1, p.m - 1);
+#pragma unroll
+        for (int i = 0; i < WN / 2; i++)
+            acc[i] = 0.0f;
+    }
+
+    // Step q's MMAs: waits for its stage, issues 4 wgmma (k32 each) into d, one
+    // commit group; returns the stage.  Block scales: the first MMA overwrites d
+    // (a fresh partial sum per K block); else all accumulate into acc.
+    __device__ __forceinline__ int issue(float (&d)[WN / 2]) const
+    {
+        const int s = q % S;
+        oct_mbar_wait(&c.full[s], (q / S) & 1);
+        const uint8_t *stage = c.smem + (size_t)s * T::STAGE;
+        const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+        const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
+        oct_wgmma_reg_fence(d);
+        oct_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
+            oct_wgmma_e4m3<WN>(d, da + 2 * kk, dw + 2 * kk, BLK ? kk : 1);
+        oct_wgmma_commit();
+        return s;
+    }
+
+    // Tensor / channel scales: loads the epilogue's scales (their latency hides
+    // under the main loop), then every step's MMAs accumulate into acc; returns
+    // when the last have completed.
+    __device__ __forceinline__ void mainloop_tensor(const Tile &x) const
+    {
+        sa0 = __ldg(p.sa + x.ra0 * p.sa_step);
+        sa1 = __ldg(p.sa + x.ra1 * p.sa_step);
+#pragma unroll
+        for (int i = 0; i < SWN; i++)
+            swr[i] = __ldg(p.sw + (size_t)min(x.c0 + tid + 128 * i, p.n - 1) * p.sw_step);
+        for (int kb = x.kbeg; kb < x.kend; kb++, q++) {
+            issue(acc);
+            // Keep this step's MMAs in flight; the previous step's are done, so
+            // its stage can be refilled.
+            oct_wgmma_wait<1>();
+            oct_wgmma_reg_fence(acc);
+            if (kb > x.kbeg)
+                oct_mbar_arrive(&c.empty[(q - 1) % S]);
+        }
+        oct_wgmma_wait<0>();
+        oct_wgmma_reg_fence(acc);
+    }
+
+    // Block scales: step kb's scales into slot.
+    __device__ __forceinline__ void load_scales(const Tile &x, const BlockScales &bs, int kb,
+                                                int slot) const
+    {
+        kb = min(kb, c.nk - 1);
+        // (clamped: rows / columns past the end are computed, never stored)
+        if constexpr (SW) {
+            bs.w[slot] = __ldg(p.sa + (size_t)(min(x.m0 + wrow, p.m - 1) / 128) * p.nkb + kb);
+#pragma unroll
+            for (int i = 0; i < BlockScales::NSC; i++) {
+                const int c = min(x.c0 + 8 * (i / 2) + 2 * (lane % 4) + i % 2, p.n - 1);
+                bs.sc[slot][i] = __ldg(p.sw + (size_t)c * p.sa_rs + kb * p.sa_ks);
+            }
+        } else {
+            bs.w[slot] = __ldg(p.sw + (size_t)(min(x.c0, p.n - 1) / 128) * p.nkb + kb);
+            if constexpr (HV)
+                bs.w1[slot] =
+                    __ldg(p.sw + (size_t)(min(x.c0 + WN / 2, p.n - 1) / 128) * p.nkb + kb);
+            bs.sc[slot][0] = __ldg(p.sa + x.ra0 * p.sa_rs + kb * p.sa_ks);
+            bs.sc[slot][1] = __ldg(p.sa + x.ra1 * p.sa_rs + kb * p.sa_ks);
+        }
+    }
+
+    // Block scales: acc += the step's partial sums d x sa x sw (element 4j + e:
+    // row r0 / r1 for e < 2 / >= 2, column c / c + 1 for even / odd e).  h:
+    // kHalves' half, columns h * WN / 2 ..., with its own weight block.
+    __device__ __forceinline__ void promote(const BlockScales &bs, const float (&d)[PW], int slot,
+                                            int h = 0) const
+    {
+        float wv = bs.w[slot];
+        if constexpr (HV)
+            wv = h ? bs.w1[slot] : wv;
+#pragma unroll
+        for (int i = 0; i < PW; i++) {
+            const int j = i / 4, e = i % 4;
+            const float f = SW ? bs.sc[slot][2 * j + e % 2] : bs.sc[slot][e / 2];
+            acc[h * PW + i] = fmaf(d[i], f * wv, acc[h * PW + i]);
+        }
+    }
+
+    // Block scales: steps kbeg .. kend - 1, each with its parity's scale slot (a
+    // constant in each call of step, so the slots stay registers).
+    template <class Step> __device__ __forceinline__ void by_parity(const Tile &x, Step step) const
+    {
+        for (int kb = x.kbeg; kb < x.kend; kb += 2) {
+            step(kb, 0);
+            if (kb + 1 < x.kend)
+                step(kb + 1, 1);
+        }
+    }
+
+    // kHalves, step kb: the first half's MMAs (columns 0..WN/2-1, weight block
+    // w), wait, add them into acc[0..PW-1]; the second half's (w1) into
+    // acc[PW..2PW-1].  The other warpgroup's MMAs fill the waits.
+    __device__ __forceinline__ void step_halves(const Tile &x, const BlockScales &bs, int kb,
+                                                int slot) const
+    {
+        const int s = q % S;
+        oct_mbar_wait(&c.full[s], (q / S) & 1);
+        const uint8_t *stage = c.smem + (size_t)s * T::STAGE;
+        const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint64_t dw =
+                oct_wgmma_desc_sw128(stage + T::A_BYTES + (wcol + h * (WN / 2)) * kBK);
+            oct_wgmma_reg_fence(part[0]);
+            oct_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < kBK / 32; kk++)
+                oct_wgmma_e4m3<WN / 2>(part[0], da + 2 * kk, dw + 2 * kk, kk);
+            oct_wgmma_commit();
+            oct_wgmma_wait<0>();
+            oct_wgmma_reg_fence(part[0]);
+            if (h == 1)
+                oct_mbar_arrive(&c.empty[s]);
+            promote(bs, part[0], slot, h);
+        }
+        q++;
+        load_scales(x, bs, kb + 2, slot);
+    }
+
+    // Two partial-sum buffers, step kb: its MMAs run while step kb - 1's partial
+    // sums are scaled and added (one commit group in flight).
+    __device__ __forceinline__ void step_double(const Tile &x, const BlockScales &bs, int kb,
+                                                int slot) const
+    {
+        issue(part[slot]);
+        oct_wgmma_wait<1>();
+        oct_wgmma_reg_fence(part[slot ^ 1]);
+        oct_mbar_arrive(&c.empty[(q - 1) % S]);
+        promote(bs, part[slot ^ 1], slot ^ 1);
+        load_scales(x, bs, kb + 1, slot ^ 1);
+        q++;
+    }
+
+    // Two partial-sum buffers: the last step's partial sums (part[slot]).
+    __device__ __forceinline__ void finish_double(const BlockScales &bs, int slot) const
+    {
+        oct_wgmma_wait<0>();
+        oct_wgmma_reg_fence(part[slot]);
+        oct_mbar_arrive(&c.empty[(q - 1) % S]);
+        promote(bs, part[slot], slot);
+    }
+
+    // Two partial-sum buffers: the first step's MMAs, then each step's with the
+    // previous step's partial sums.  Every step but the first waits,
+    // unconditionally, so that ptxas sees no accumulator read under an MMA that
+    // may be in flight (else it serializes the MMAs, C7514).
+    __device__ __forceinline__ void mainloop_double(const Tile &x, const BlockScales &bs) const
+    {
+        issue(part[0]);
+        q++;
+        int kb = x.kbeg + 1;
+        for (; kb + 1 < x.kend; kb += 2) {
+            step_double(x, bs, kb, 1);
+            step_double(x, bs, kb + 1, 0);
+        }
+        if (kb < x.kend) {
+            step_double(x, bs, kb, 1);
+            finish_double(bs, 1);
+        } else {
+            finish_double(bs, 0);
+        }
+    }
+
+    // One partial-sum buffer (too few registers for two), step kb: its MMAs are
+    // waited for before their partial sums are scaled.
+    __device__ __forceinline__ void step_single(const Tile &x, const BlockScales &bs, int kb,
+                                                int slot) const
+    {
+        const int s = issue(part[0]);
+        oct_wgmma_wait<0>();
+        oct_wgmma_reg_fence(part[0]);
+        oct_mbar_arrive(&c.empty[s]);
+        q++;
+        promote(bs, part[0], slot);
+        load_scales(x, bs, kb + 2, slot);
+    }
+
+    // Block scales: each step's partial sums, scaled, added into acc; returns
+    // when the last MMAs have completed.
+    __device__ __forceinline__ void mainloop_block(const Tile &x, const BlockScales &bs) const
+    {
+        load_scales(x, bs, x.kbeg, 0);
+        load_scales(x, bs, x.kbeg + 1, 1);
+        if constexpr (HV)
+            by_parity(x, [&](int kb, int slot) { step_halves(x, bs, kb, slot); });
+        else if constexpr (DB)
+            mainloop_double(x, bs);
+        else
+            by_parity(x, [&](int kb, int slot) { step_single(x, bs, kb, slot); });
+        oct_wgmma_wait<0>();
+        oct_wgmma_reg_fence(acc);
+    }
+
+    // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the turn-th
+    // unit's steps are the producer's turn * nk ...), and the main loops take turns:
+    // unit turn's starts when unit turn - 1's has ended (named barriers 4: warpgroup 0
+    // -> 1, 5: 1 -> 0).  The turns keep the tensor cores to one warpgroup while the
+    // other runs its epilogue, and a warpgroup from waiting on a stage's "full"
+    // barrier two phases ahead of the producer (the parity wait would pass).
+    __device__ __forceinline__ void wait_turn(const int &turn, const int &wg) const
+    {
+        q = turn * c.nk;
+        if (turn > 0)
+            wg == 0 ? oct_bar_sync<5>(256) : oct_bar_sync<4>(256);
+    }
+
+    // Ping-pong: unit u's main loop (warpgroup wg's) has ended: the other
+    // warpgroup's turn (its unit turn + 1).
+    __device__ __forceinline__ void pass_turn(const int &u, const int &wg) const
+    {
+        if (u + (int)gridDim.x < c.nunits)
+            wg == 0 ? oct_bar_arrive<4>(256) : oct_bar_arrive<5>(256);
+    }
+
+    // Tensor / channel scales, after the main loop: releases the tile's last
+    // stage, and stores the column scales swr for the epilogue (wg: this
+    // warpgroup, whose named barrier orders its warps).
+    __device__ __forceinline__ void stage_scales(const int &wg) const
+    {
+        oct_mbar_arrive(&c.empty[(q - 1) % S]); // the tile's last stage
+        // Every warp of this warpgroup is past the previous tile's epilogue
+        // before the scales are overwritten, and they are all written before
+        // they are read.
+        auto wg_sync = [&] { wg == 0 ? oct_bar_sync<1>(128) : oct_bar_sync<2>(128); };
+        wg_sync();
+#pragma unroll
+        for (int i = 0; i < SWN; i++)
+            if (tid + 128 * i < WN)
+                sws[tid + 128 * i] = swr[i];
+        wg_sync();
+    }
+
+    // Split-K: stores this range's partial tile (acc) at ws, range sp of tile t;
+    // true: it is the tile's last range.
+    __device__ __forceinline__ bool publish(float4 *ws, int t, int sp) const
+    {
 #pragma unroll
         for (int j = 0; j < WN / 8; j++)
             ws[sp * per_unit + j * 128] =
-                make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+                make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
         __threadfence();
         oct_bar_sync<3>(NC * 128);
         if (threadIdx.x == 0) {
@@ -313,309 +632,79 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
         if (last)
             __threadfence();
         return last;
-    };
-    // The sum over the tile's ranges of float4 j (own: this range's).
-    [[maybe_unused]] auto sum_ranges = [&](float4 own, const float4 *ws, int sp, int j) {
+    }
+
+    // Split-K: the sum over the tile's ranges of float4 j (own: this range's).
+    __device__ __forceinline__ float4 sum_ranges(float4 own, const float4 *ws, int sp, int j) const
+    {
         float4 sum = sp == 0 ? own : __ldcg(ws + j * 128);
         for (int r = 1; r < p.splits; r++) {
             const float4 x = r == sp ? own : __ldcg(ws + r * per_unit + j * 128);
             sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
         }
         return sum;
-    };
-    float acc[WN / 2];
-    // Block scales: each K step's partial sums, in two buffers (DB) where the
-    // registers allow, so that the next step's MMAs run while they are scaled.
-    // kHalves: each step's MMAs in two halves of WN / 2 columns through one buffer
-    // of half the size (WN = 256: 128 accumulators + 64, where two full buffers
-    // would need 256 more).
-    constexpr bool DB = BLK && WN <= kDoubleBufMaxWN && !(F & kOneBuf);
-    constexpr bool HV = BLK && (F & kHalves);
-    static_assert(!HV || (WN == 256 && !SW && !SK && !SN && !PP), "halves: whole 128 x 256 tiles");
-    constexpr int PW = BLK ? (HV ? WN / 4 : WN / 2) : 1;
-    float part[DB ? 2 : 1][PW];
-#pragma unroll
-    for (int b = 0; b < (DB ? 2 : 1); b++)
-#pragma unroll
-        for (int i = 0; i < PW; i++)
-            part[b][i] = 0.0f;
-    int q = 0; // the producer's step count
-    // Ping-pong: warpgroup wg takes this CTA's units wg, wg + 2, ... (the turn-th
-    // unit's steps are the producer's turn * nk ...), and the main loops take turns:
-    // unit turn's starts when unit turn - 1's has ended (named barriers 4: warpgroup 0
-    // -> 1, 5: 1 -> 0).  The turns keep the tensor cores to one warpgroup while the
-    // other runs its epilogue, and a warpgroup from waiting on a stage's "full"
-    // barrier two phases ahead of the producer (the parity wait would pass).
-    for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), turn = PP ? wg : 0; u < nunits;
-         u += (PP ? 2 : 1) * gridDim.x, turn += 2) {
-        if constexpr (PP) {
-            q = turn * nk;
-            if (turn > 0)
-                wg == 0 ? oct_bar_sync<5>(256) : oct_bar_sync<4>(256);
-        }
-        const int t = u % ntiles, sp = u / ntiles;
-        int m0, n0, kbeg, kend;
-        c.corner(t, m0, n0);
-        c.k_range(sp, kbeg, kend);
-        const int r0 = m0 + wrow + warp * 16 + lane / 4, r1 = r0 + 8;
-        const int c0 = n0 + wcol; // this warpgroup's first column
-        const size_t ra0 = (size_t)min(r0, p.m - 1), ra1 = (size_t)min(r1, p.m - 1);
-#pragma unroll
-        for (int i = 0; i < WN / 2; i++)
-            acc[i] = 0.0f;
-        // Step q's MMAs: waits for its stage, issues 4 wgmma (k32 each) into d, one
-        // commit group; returns the stage.  Block scales: the first MMA overwrites d
-        // (a fresh partial sum per K block); else all accumulate into acc.
-        auto issue = [&](float(&d)[WN / 2]) {
-            const int s = q % S;
-            oct_mbar_wait(&full[s], (q / S) & 1);
-            const uint8_t *stage = smem + (size_t)s * T::STAGE;
-            const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
-            const uint64_t dw = oct_wgmma_desc_sw128(stage + T::A_BYTES + wcol * kBK);
-            oct_wgmma_reg_fence(d);
-            oct_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < kBK / 32; kk++) // 32 bytes = 2 descriptor units per k32
-                oct_wgmma_e4m3<WN>(d, da + 2 * kk, dw + 2 * kk, BLK ? kk : 1);
-            oct_wgmma_commit();
-            return s;
-        };
-        // Epilogue scales (tensor / token x tensor / channel), loaded now.
-        float sa0 = 1.0f, sa1 = 1.0f, swr[SWN];
-        if constexpr (BLK) {
-            // Each step's block scales are loaded two steps ahead, into one of two
-            // register slots (even / odd steps: no register moves, which would wait
-            // for the newest load).  w: the weight block's scale (one per warpgroup
-            // and step: its rows (swapped) or columns lie in one 128-block); sc:
-            // this thread's activation scales, of its two rows r0, r1, or (swapped)
-            // of its token columns.
-            constexpr int NSC = SW ? WN / 4 : 2;
-            float w[2], sc[2][NSC];
-            [[maybe_unused]] float w1[2]; // kHalves: the second half's weight block
-            auto load_scales = [&](int kb, int slot) {
-                kb = min(kb, nk - 1);
-                // (clamped: rows / columns past the end are computed, never stored)
-                if constexpr (SW) {
-                    w[slot] = __ldg(p.sa + (size_t)(min(m0 + wrow, p.m - 1) / 128) * p.nkb + kb);
-#pragma unroll
-                    for (int i = 0; i < NSC; i++) {
-                        const int c = min(c0 + 8 * (i / 2) + 2 * (lane % 4) + i % 2, p.n - 1);
-                        sc[slot][i] = __ldg(p.sw + (size_t)c * p.sa_rs + kb * p.sa_ks);
-                    }
-                } else {
-                    w[slot] = __ldg(p.sw + (size_t)(min(c0, p.n - 1) / 128) * p.nkb + kb);
-                    if constexpr (HV)
-                        w1[slot] =
-                            __ldg(p.sw + (size_t)(min(c0 + WN / 2, p.n - 1) / 128) * p.nkb + kb);
-                    sc[slot][0] = __ldg(p.sa + ra0 * p.sa_rs + kb * p.sa_ks);
-                    sc[slot][1] = __ldg(p.sa + ra1 * p.sa_rs + kb * p.sa_ks);
-                }
-            };
-            // acc += the step's partial sums x sa x sw (element 4j + e: row r0 / r1
-            // for e < 2 / >= 2, column c / c + 1 for even / odd e).
-            auto promote = [&](const auto &d, int slot, int h = 0) {
-                // (h: kHalves' half, columns h * WN / 2 ...; its own weight block)
-                constexpr int n = sizeof(decltype(d)) / sizeof(float);
-                float wv = w[slot];
-                if constexpr (HV)
-                    wv = h ? w1[slot] : wv;
-#pragma unroll
-                for (int i = 0; i < n; i++) {
-                    const int j = i / 4, e = i % 4;
-                    const float f = SW ? sc[slot][2 * j + e % 2] : sc[slot][e / 2];
-                    acc[h * n + i] = fmaf(d[i], f * wv, acc[h * n + i]);
-                }
-            };
-            // Steps kbeg .. kend - 1, each with its parity's scale slot (a constant
-            // in each call of step, so the slots stay registers).
-            [[maybe_unused]] auto by_parity = [&](auto step) {
-                for (int kb = kbeg; kb < kend; kb += 2) {
-                    step(kb, 0);
-                    if (kb + 1 < kend)
-                        step(kb + 1, 1);
-                }
-            };
-            load_scales(kbeg, 0);
-            load_scales(kbeg + 1, 1);
-            if constexpr (HV) {
-                // Per step: the first half's MMAs (columns 0..WN/2-1, weight block w),
-                // wait, add them into acc[0..PW-1]; the second half's (w1) into
-                // acc[PW..2PW-1].  The other warpgroup's MMAs fill the waits.
-                auto step = [&](int kb, int slot) {
-                    const int s = q % S;
-                    oct_mbar_wait(&full[s], (q / S) & 1);
-                    const uint8_t *stage = smem + (size_t)s * T::STAGE;
-                    const uint64_t da = oct_wgmma_desc_sw128(stage + wrow * kBK);
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const uint64_t dw =
-                            oct_wgmma_desc_sw128(stage + T::A_BYTES + (wcol + h * (WN / 2)) * kBK);
-                        oct_wgmma_reg_fence(part[0]);
-                        oct_wgmma_fence();
-#pragma unroll
-                        for (int kk = 0; kk < kBK / 32; kk++)
-                            oct_wgmma_e4m3<WN / 2>(part[0], da + 2 * kk, dw + 2 * kk, kk);
-                        oct_wgmma_commit();
-                        oct_wgmma_wait<0>();
-                        oct_wgmma_reg_fence(part[0]);
-                        if (h == 1)
-                            oct_mbar_arrive(&empty[s]);
-                        promote(part[0], slot, h);
-                    }
-                    q++;
-                    load_scales(kb + 2, slot);
-                };
-                by_parity(step);
-            } else if constexpr (DB) {
-                // Two partial-sum buffers: step kb's MMAs run while step kb - 1's
-                // partial sums are scaled and added (one commit group in flight).
-                // Every step but the first waits, unconditionally, so that ptxas
-                // sees no accumulator read under an MMA that may be in flight
-                // (else it serializes the MMAs, C7514).
-                auto step = [&](int kb, int slot) {
-                    issue(part[slot]);
-                    oct_wgmma_wait<1>();
-                    oct_wgmma_reg_fence(part[slot ^ 1]);
-                    oct_mbar_arrive(&empty[(q - 1) % S]);
-                    promote(part[slot ^ 1], slot ^ 1);
-                    load_scales(kb + 1, slot ^ 1);
-                    q++;
-                };
-                auto finish = [&](int slot) {
-                    oct_wgmma_wait<0>();
-                    oct_wgmma_reg_fence(part[slot]);
-                    oct_mbar_arrive(&empty[(q - 1) % S]);
-                    promote(part[slot], slot);
-                };
-                issue(part[0]);
-                q++;
-                int kb = kbeg + 1;
-                for (; kb + 1 < kend; kb += 2) {
-                    step(kb, 1);
-                    step(kb + 1, 0);
-                }
-                if (kb < kend) {
-                    step(kb, 1);
-                    finish(1);
-                } else {
-                    finish(0);
-                }
-            } else {
-                // One buffer (too few registers for two): the step's MMAs are
-                // waited for before their partial sums are scaled.
-                auto step = [&](int kb, int slot) {
-                    const int s = issue(part[0]);
-                    oct_wgmma_wait<0>();
-                    oct_wgmma_reg_fence(part[0]);
-                    oct_mbar_arrive(&empty[s]);
-                    q++;
-                    promote(part[0], slot);
-                    load_scales(kb + 2, slot);
-                };
-                by_parity(step);
-            }
-        } else {
-            sa0 = __ldg(p.sa + ra0 * p.sa_step);
-            sa1 = __ldg(p.sa + ra1 * p.sa_step);
-#pragma unroll
-            for (int i = 0; i < SWN; i++)
-                swr[i] = __ldg(p.sw + (size_t)min(c0 + tid + 128 * i, p.n - 1) * p.sw_step);
-            for (int kb = kbeg; kb < kend; kb++, q++) {
-                issue(acc);
-                // Keep this step's MMAs in flight; the previous step's are done, so
-                // its stage can be refilled.
-                oct_wgmma_wait<1>();
-                oct_wgmma_reg_fence(acc);
-                if (kb > kbeg)
-                    oct_mbar_arrive(&empty[(q - 1) % S]);
-            }
-        }
-        oct_wgmma_wait<0>();
-        oct_wgmma_reg_fence(acc);
-        if constexpr (PP) {
-            if (u + (int)gridDim.x < nunits) // the other warpgroup's turn (its unit turn + 1)
-                wg == 0 ? oct_bar_arrive<4>(256) : oct_bar_arrive<5>(256);
-        }
-        if constexpr (!BLK) {
-            oct_mbar_arrive(&empty[(q - 1) % S]); // the tile's last stage
-            // Every warp of this warpgroup is past the previous tile's epilogue
-            // before the scales are overwritten, and they are all written before
-            // they are read.
-            auto wg_sync = [&] { wg == 0 ? oct_bar_sync<1>(128) : oct_bar_sync<2>(128); };
-            wg_sync();
-#pragma unroll
-            for (int i = 0; i < SWN; i++)
-                if (tid + 128 * i < WN)
-                    sws[tid + 128 * i] = swr[i];
-            wg_sync();
-        }
+    }
 
-        [[maybe_unused]] float4 *ws = NULL; // split-K: this tile's partials
+    // Column pair j of this thread's two rows, summed over K (split-K, ws not
+    // NULL: over the ranges): (r0, c), (r0, c + 1), (r1, c), (r1, c + 1).
+    __device__ __forceinline__ float4 sums(const Tile &x, float4 *const &ws, int j) const
+    {
+        const float4 v =
+            make_float4(acc[4 * j + 0], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
         if constexpr (SK) {
-            if (p.splits > 1) {
-                ws = reinterpret_cast<float4 *>(p.ws) + (size_t)t * p.splits * per_unit +
-                     (size_t)wg * (WN / 8) * 128 + tid;
-                if (!publish(acc, ws, t, sp))
-                    continue; // another K range of this tile finishes it
-            }
+            if (ws)
+                return sum_ranges(v, ws, x.sp, j);
         }
+        return v;
+    }
 
-        // Column pair j of this thread's two rows, summed over K (split-K: over the
-        // ranges): (r0, c), (r0, c + 1), (r1, c), (r1, c + 1).
-        auto sums = [&](int j) {
-            const float4 v =
-                make_float4(acc[4 * j + 0], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-            if constexpr (SK) {
-                if (ws)
-                    return sum_ranges(v, ws, sp, j);
-            }
-            return v;
-        };
-        // Stores predicated on the row and column bounds, no branches, so the
-        // scale reads and multiplies of all columns can be scheduled together.
-        const bool row0 = r0 < p.m, row1 = r1 < p.m;
-        if constexpr (SW) {
-            store_swapped<WN, BLK>(p, sums, sws, sa0, sa1, lane, r0, r1, c0, row0, row1);
-            continue;
+    // Column pair j of rows r0 / r1, scaled and packed as two bf16.
+    __device__ __forceinline__ void packed(const Tile &x, float4 *const &ws, int j, uint32_t &o0,
+                                           uint32_t &o1) const
+    {
+        const float4 v = sums(x, ws, j);
+        float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
+        if constexpr (!BLK) {
+            const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
+            v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
+            v2 = sa1 * (w.x * v2), v3 = sa1 * (w.y * v3);
         }
-        uint16_t *y0 = p.y + (size_t)r0 * p.n, *y1 = p.y + (size_t)r1 * p.n;
-        // Column pair j of rows r0 / r1, scaled and packed as two bf16.
-        auto packed = [&](int j, uint32_t &o0, uint32_t &o1) {
-            const float4 v = sums(j);
-            float v0 = v.x, v1 = v.y, v2 = v.z, v3 = v.w;
-            if constexpr (!BLK) {
-                const float2 w = *reinterpret_cast<const float2 *>(sws + 8 * j + 2 * (lane % 4));
-                v0 = sa0 * (w.x * v0), v1 = sa0 * (w.y * v1);
-                v2 = sa1 * (w.x * v2), v3 = sa1 * (w.y * v3);
-            }
-            o0 = (uint32_t)oct_f32_to_bf16_dev(v0) | ((uint32_t)oct_f32_to_bf16_dev(v1) << 16);
-            o1 = (uint32_t)oct_f32_to_bf16_dev(v2) | ((uint32_t)oct_f32_to_bf16_dev(v3) << 16);
-        };
-        if (p.y16) {
-            // 16-byte stores: the four lanes of a quad hold 8 contiguous columns of
-            // a row per column group j; a 4 x 4 transpose across the quad (four
-            // shuffles) gives lane q all 8 columns of group 4 jj + q, so a warp
-            // writes 64 contiguous bytes per row instead of 16 (whole 32-byte
-            // sectors: half the stores' L2 traffic).
+        o0 = (uint32_t)oct_f32_to_bf16_dev(v0) | ((uint32_t)oct_f32_to_bf16_dev(v1) << 16);
+        o1 = (uint32_t)oct_f32_to_bf16_dev(v2) | ((uint32_t)oct_f32_to_bf16_dev(v3) << 16);
+    }
+
+    // 16-byte stores of rows y0 / y1 (packed(j, o0, o1): column pair j): the four
+    // lanes of a quad hold 8 contiguous columns of a row per column group j; a
+    // 4 x 4 transpose across the quad (four shuffles) gives lane q all 8 columns
+    // of group 4 jj + q, so a warp writes 64 contiguous bytes per row instead of
+    // 16 (whole 32-byte sectors: half the stores' L2 traffic).
+    template <class Packed>
+    __device__ __forceinline__ void store16(const Tile &x, const Packed &packed, uint16_t *y0,
+                                            uint16_t *y1, bool row0, bool row1) const
+    {
 #pragma unroll
-            for (int jj = 0; jj < WN / 32; jj++) {
-                uint32_t a[4], b[4];
+        for (int jj = 0; jj < WN / 32; jj++) {
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    packed(4 * jj + i, a[i], b[i]);
-                const uint4 o0 = oct_quad_transpose(a, lane % 4);
-                const uint4 o1 = oct_quad_transpose(b, lane % 4);
-                const int c = c0 + 8 * (4 * jj + lane % 4); // n % 8 == 0: c < n means c + 7 < n
-                if (row0 && c < p.n)
-                    *reinterpret_cast<uint4 *>(y0 + c) = o0;
-                if (row1 && c < p.n)
-                    *reinterpret_cast<uint4 *>(y1 + c) = o1;
-            }
-            continue;
+            for (int i = 0; i < 4; i++)
+                packed(4 * jj + i, qa[i], qb[i]);
+            const uint4 o0 = oct_quad_transpose(qa, lane % 4);
+            const uint4 o1 = oct_quad_transpose(qb, lane % 4);
+            const int c = x.c0 + 8 * (4 * jj + lane % 4); // n % 8 == 0: c < n means c + 7 < n
+            if (row0 && c < p.n)
+                *reinterpret_cast<uint4 *>(y0 + c) = o0;
+            if (row1 && c < p.n)
+                *reinterpret_cast<uint4 *>(y1 + c) = o1;
         }
+    }
+
+    // 4-byte stores of rows y0 / y1 (y not 16-byte aligned): column pair j.
+    template <class Packed>
+    __device__ __forceinline__ void store4(const Tile &x, const Packed &packed, uint16_t *y0,
+                                           uint16_t *y1, bool row0, bool row1) const
+    {
 #pragma unroll
         for (int j = 0; j < WN / 8; j++) {
-            const int c = c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
+            const int c = x.c0 + 8 * j + 2 * (lane % 4); // n % 8 == 0: c < n means c + 1 < n
             uint32_t o0, o1;
             packed(j, o0, o1);
             if (row0 && c < p.n)
@@ -623,6 +712,86 @@ __global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
             if (row1 && c < p.n)
                 *reinterpret_cast<uint32_t *>(y1 + c) = o1;
         }
+    }
+
+    // y = the unit's sums (split-K, ws not NULL: over the tile's ranges), scaled,
+    // as bf16.  Stores predicated on the row and column bounds, no branches, so
+    // the scale reads and multiplies of all columns can be scheduled together.
+    __device__ __forceinline__ void epilogue(const Tile &x, float4 *const &ws) const
+    {
+        auto sums = [&](int j) { return this->sums(x, ws, j); };
+        const bool row0 = x.r0 < p.m, row1 = x.r1 < p.m;
+        if constexpr (SW) {
+            store_swapped<WN, BLK>(p, sums, sws, sa0, sa1, lane, x.r0, x.r1, x.c0, row0, row1);
+            return;
+        }
+        uint16_t *y0 = p.y + (size_t)x.r0 * p.n, *y1 = p.y + (size_t)x.r1 * p.n;
+        auto packed = [&](int j, uint32_t &o0, uint32_t &o1) { this->packed(x, ws, j, o0, o1); };
+        if (p.y16)
+            store16(x, packed, y0, y1, row0, row1);
+        else
+            store4(x, packed, y0, y1, row0, row1);
+    }
+};
+
+template <int NC, int BN, int S, bool BLK, int MINB, int F>
+__global__ void __launch_bounds__(Shape<NC, BN, S, MINB, F>::THREADS, MINB)
+    gemm_w8a8_wgmma(const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_w, const Params p)
+{
+#ifdef OCT_HAS_WGMMA
+    using W = Consumer<NC, BN, S, BLK, MINB, F>;
+    constexpr int WN = W::WN;
+    constexpr bool SK = W::SK, PP = W::PP;
+    // The next layer's quantizer (programmatic dependent launch) may be scheduled
+    // once every CTA has started; it waits for our end before reading anything.
+    oct_pdl_launch_dependents();
+    const int wg = threadIdx.x / 128;
+    const auto c = Cta<NC, BN, S, BLK, MINB, F>::make(p);
+    c.init_barriers();
+    __syncthreads();
+
+    if (wg == NC) { // producer warp(group)
+        c.producer(map_a, map_w);
+        return;
+    }
+
+    c.consumer_start();
+    const int tid = threadIdx.x % 128;
+    // The staged column scales (Consumer::SWN) in a static array: the compiler
+    // then knows it is shared memory and reads it with LDS (through the aligned
+    // dynamic pointer it used generic loads); split-K's "last range" flag.
+    __shared__ __align__(16) float sws_all[BLK ? 1 : NC * WN];
+    __shared__ int last_range;
+    float acc[WN / 2], part[W::DB ? 2 : 1][W::PW], sa0 = 1.0f, sa1 = 1.0f, swr[W::SWN];
+    int q = 0;
+    uint32_t qa[4], qb[4];
+    const W cw(c, wg, tid, sws_all, last_range, acc, part, q, sa0, sa1, swr, qa, qb);
+    cw.clear_parts();
+    for (int u = blockIdx.x + (PP ? wg * gridDim.x : 0), turn = PP ? wg : 0; u < c.nunits;
+         u += (PP ? 2 : 1) * gridDim.x, turn += 2) {
+        if constexpr (PP)
+            cw.wait_turn(turn, wg);
+        typename W::Tile x;
+        cw.begin(u, x);
+        if constexpr (BLK) {
+            float w[2], sc[2][W::BlockScales::NSC], w1[2];
+            cw.mainloop_block(x, {w, sc, w1});
+        } else {
+            cw.mainloop_tensor(x);
+        }
+        if constexpr (PP)
+            cw.pass_turn(u, wg);
+        if constexpr (!BLK)
+            cw.stage_scales(wg);
+        float4 *ws = NULL; // split-K: this tile's partials
+        if (SK && p.splits > 1) {
+            ws = reinterpret_cast<float4 *>(p.ws) + (size_t)x.t * p.splits * W::per_unit +
+                 (size_t)wg * (WN / 8) * 128 + tid;
+            if (!cw.publish(ws, x.t, x.sp))
+                continue; // another K range of this tile finishes it
+        }
+        cw.epilogue(x, ws);
     }
 #else
     // Built without sm_90a code (another -gencode, or PTX JIT-compiled for plain
