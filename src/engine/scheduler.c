@@ -344,15 +344,15 @@ static int64_t attach_prefix(oct_sched *s, seq *q)
     return oct_session_kv_blocks_used(s->sess) - used;
 }
 
-/* Builds and runs one batch.  Returns false when there was nothing to do. */
-static bool step(oct_sched *s)
-{
-    int64_t budget = s->o.max_num_batched_tokens;
-    int64_t total = oct_session_kv_blocks_total(s->sess);
-    int64_t free_blocks = total - oct_session_kv_blocks_used(s->sess);
+/* What a batch being built has left: tokens of the forward pass, KV blocks. */
+typedef struct room {
+    int64_t budget, free_blocks, total;
+} room;
 
-    /* 1. Every running decode gets one token; preempt the youngest until the
-     *    decodes' new blocks fit. */
+/* 1. Every running decode gets one token; the youngest sequences are
+ *    preempted until the decodes' new blocks fit. */
+static void add_decodes(oct_sched *s, room *rm, int64_t *n)
+{
     for (;;) {
         int64_t need = 0;
         for (int i = 0; i < s->o.max_num_seqs; i++) {
@@ -360,101 +360,93 @@ static bool step(oct_sched *s)
             if (q && q->n_tokens - q->cached == 1)
                 need += blocks_needed(q, 1);
         }
-        if (need <= free_blocks)
+        if (need <= rm->free_blocks)
             break;
         preempt(s, youngest_running(s)); /* shared blocks stay held: count again */
-        free_blocks = total - oct_session_kv_blocks_used(s->sess);
+        rm->free_blocks = rm->total - oct_session_kv_blocks_used(s->sess);
     }
-    int64_t n = 0;
-    if (!ensure_batch(s, budget + s->o.max_num_seqs))
-        goto nomem;
     for (int i = 0; i < s->o.max_num_seqs; i++) {
         seq *q = s->running[i];
         if (q && q->n_tokens - q->cached == 1) {
-            free_blocks -= blocks_needed(q, 1);
-            add_rows(s, q, 1, &n);
-            budget--;
+            rm->free_blocks -= blocks_needed(q, 1);
+            add_rows(s, q, 1, n);
+            rm->budget--;
         }
     }
-    /* 2. Prefill chunks: running prefills (oldest first), then admissions
-     *    from the head of the queue while a slot and blocks are free. */
-    for (;;) {
-        seq *best = NULL;
-        for (int i = 0; i < s->o.max_num_seqs; i++) {
-            seq *q = s->running[i];
-            if (q && !q->batched && q->n_tokens - q->cached > 1 &&
-                (!best || q->order < best->order))
-                best = q;
-        }
-        bool admit = false;
-        if (!best && s->wait_head && s->n_running < s->o.max_num_seqs &&
-            !(s->o.prefix_caching && s->wait_head->n_prompt > KV_BLOCK &&
-              twin_prefilling(s, s->wait_head))) {
-            best = s->wait_head;
-            admit = true;
-        }
-        if (!best || budget <= 0)
-            break;
-        if (admit) { /* its slot, and the cached blocks that start its tokens */
-            best->slot = free_slot(s);
-            free_blocks -= attach_prefix(s, best);
-        }
-        int64_t chunk = OCT_MIN(best->n_tokens - best->cached, budget);
-        /* Shrink the chunk to the blocks that are free. */
-        int64_t room = (blocks_for(best->cached) + free_blocks) * KV_BLOCK - best->cached;
-        chunk = OCT_MIN(chunk, room);
-        if (chunk <= 0) {
-            if (admit) { /* not admitted after all: its blocks go back */
-                int64_t used = oct_session_kv_blocks_used(s->sess);
-                oct_session_reset_seq(s->sess, best->slot);
-                free_blocks += used - oct_session_kv_blocks_used(s->sess);
-                best->slot = -1;
-                best->cached = 0;
-            }
-            break; /* FIFO: later requests wait too, so none starves */
-        }
-        if (admit) {
-            wait_pop(s);
-            s->running[best->slot] = best;
-            s->n_running++;
-        }
-        free_blocks -= blocks_needed(best, chunk);
-        add_rows(s, best, chunk, &n);
-        budget -= chunk;
-    }
-    if (n == 0) {
-        if (s->n_running == 0)
-            return false;
-        /* Prefills that together hold every block: let the oldest go on. */
-        preempt(s, youngest_running(s));
-        return true;
-    }
+}
 
-    int64_t rows = 0;
-    for (int64_t r = 0; r < n; r++)
-        rows += s->b_want[r];
-    if (!ensure_logits(s, rows))
-        goto nomem;
-    oct_error err;
-    oct_error_clear(&err);
-    oct_status st =
-        oct_session_forward(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->logits, &err);
-    s->steps++;
-    if (st != OCT_OK) {
-        OCT_ERROR("scheduler: forward pass of %lld tokens failed: %s", (long long)n, err.message);
-        for (int64_t r = 0; r < n; r++) {
-            seq *q = s->b_owner[r];
-            if (q && q->slot >= 0 && s->running[q->slot] == q) {
-                for (int64_t k = r; k < n; k++)
-                    if (s->b_owner[k] == q)
-                        s->b_owner[k] = NULL;
-                finish(s, q, OCT_FINISH_ERROR, err.message);
-            }
-        }
-        return true;
+/* The next prefill to take a chunk: the oldest running one not in the batch
+ * yet, else the head of the queue (*admit) when a slot is free and no twin
+ * of it is still computing the same prompt. */
+static seq *next_prefill(oct_sched *s, bool *admit)
+{
+    seq *best = NULL;
+    for (int i = 0; i < s->o.max_num_seqs; i++) {
+        seq *q = s->running[i];
+        if (q && !q->batched && q->n_tokens - q->cached > 1 && (!best || q->order < best->order))
+            best = q;
     }
-    /* 3. Advance caches and publish their full blocks, then sample where a
-     *    sequence's last token ran. */
+    *admit = false;
+    seq *h = s->wait_head;
+    if (!best && h && s->n_running < s->o.max_num_seqs &&
+        !(s->o.prefix_caching && h->n_prompt > KV_BLOCK && twin_prefilling(s, h))) {
+        best = h;
+        *admit = true;
+    }
+    return best;
+}
+
+/* 2. A chunk of q's tokens into the batch, as much as the budget and the free
+ *    blocks allow; a queued q (admit) is admitted first.  Returns false when
+ *    nothing fits (FIFO: later requests wait too, so none starves). */
+static bool add_prefill(oct_sched *s, seq *q, bool admit, room *rm, int64_t *n)
+{
+    if (admit) { /* its slot, and the cached blocks that start its tokens */
+        q->slot = free_slot(s);
+        rm->free_blocks -= attach_prefix(s, q);
+    }
+    int64_t chunk = OCT_MIN(q->n_tokens - q->cached, rm->budget);
+    const int64_t fits = (blocks_for(q->cached) + rm->free_blocks) * KV_BLOCK - q->cached;
+    chunk = OCT_MIN(chunk, fits);
+    if (chunk <= 0) {
+        if (admit) { /* not admitted after all: its blocks go back */
+            int64_t used = oct_session_kv_blocks_used(s->sess);
+            oct_session_reset_seq(s->sess, q->slot);
+            rm->free_blocks += used - oct_session_kv_blocks_used(s->sess);
+            q->slot = -1;
+            q->cached = 0;
+        }
+        return false;
+    }
+    if (admit) {
+        wait_pop(s);
+        s->running[q->slot] = q;
+        s->n_running++;
+    }
+    rm->free_blocks -= blocks_needed(q, chunk);
+    add_rows(s, q, chunk, n);
+    rm->budget -= chunk;
+    return true;
+}
+
+/* Ends every sequence with rows in the failed batch of n rows. */
+static void fail_batch(oct_sched *s, int64_t n, const char *msg)
+{
+    for (int64_t r = 0; r < n; r++) {
+        seq *q = s->b_owner[r];
+        if (q && q->slot >= 0 && s->running[q->slot] == q) {
+            for (int64_t k = r; k < n; k++)
+                if (s->b_owner[k] == q)
+                    s->b_owner[k] = NULL;
+            finish(s, q, OCT_FINISH_ERROR, msg);
+        }
+    }
+}
+
+/* 3. After the pass: each sequence's cache covers its rows, and its full
+ *    blocks are published to the prefix cache. */
+static void advance(oct_sched *s, int64_t n)
+{
     for (int64_t r = 0; r < n; r++) {
         seq *q = s->b_owner[r];
         q->cached = s->b_pos[r] + 1;
@@ -467,6 +459,27 @@ static bool step(oct_sched *s)
             oct_session_prefix_commit(s->sess, q->slot, q->tokens);
         q->batched = false;
     }
+}
+
+/* The logits row of q at a prompt position (cached tokens after it): the
+ * prompt log-probability of the next token, handed over with the last. */
+static void prompt_logprob(seq *q, int64_t cached, const float *lrow, int64_t V)
+{
+    int64_t i = cached - 1; /* predicts tokens[i + 1] */
+    fill_logprobs(lrow, V, q->p.logprobs, q->tokens[i + 1], &q->plp[i]);
+    q->plp[i].id = q->tokens[i + 1];
+    q->plp[i].index = i + 1;
+    if (i + 1 == q->n_prompt - 1) {
+        q->prompt_lp_done = true;
+        if (q->p.on_prompt)
+            q->p.on_prompt(q->p.user, q->plp, q->n_prompt - 1);
+    }
+}
+
+/* 4. Each row whose logits were wanted: a prompt log-probability, or the
+ *    sequence's next token where its last token ran. */
+static void sample_rows(oct_sched *s, int64_t n)
+{
     int64_t row = 0;
     for (int64_t r = 0; r < n; r++) {
         if (!s->b_want[r])
@@ -475,16 +488,8 @@ static bool step(oct_sched *s)
         const int64_t cached = s->b_pos[r] + 1; /* after this row */
         float *lrow = s->logits + (size_t)row * (size_t)s->vocab;
         row++;
-        if (cached < q->n_tokens) { /* a prompt position: prompt logprobs */
-            int64_t i = cached - 1; /* predicts tokens[i + 1] */
-            fill_logprobs(lrow, s->vocab, q->p.logprobs, q->tokens[i + 1], &q->plp[i]);
-            q->plp[i].id = q->tokens[i + 1];
-            q->plp[i].index = i + 1;
-            if (i + 1 == q->n_prompt - 1) {
-                q->prompt_lp_done = true;
-                if (q->p.on_prompt)
-                    q->p.on_prompt(q->p.user, q->plp, q->n_prompt - 1);
-            }
+        if (cached < q->n_tokens) {
+            prompt_logprob(q, cached, lrow, s->vocab);
             continue;
         }
         if (q->p.prompt_logprobs && !q->prompt_lp_done) { /* one-token prompt */
@@ -494,12 +499,57 @@ static bool step(oct_sched *s)
         }
         emit(s, q, lrow); /* q may be freed here; it has no later rows */
     }
-    return true;
-nomem:
-    OCT_ERROR("scheduler: out of memory for a batch; cancelling the running sequences");
+}
+
+static void fail_running(oct_sched *s, const char *msg)
+{
+    OCT_ERROR("scheduler: %s; cancelling the running sequences", msg);
     for (int i = 0; i < s->o.max_num_seqs; i++)
         if (s->running[i])
-            finish(s, s->running[i], OCT_FINISH_ERROR, "out of memory for a batch");
+            finish(s, s->running[i], OCT_FINISH_ERROR, msg);
+}
+
+/* Builds and runs one batch.  Returns false when there was nothing to do. */
+static bool step(oct_sched *s)
+{
+    const int64_t total = oct_session_kv_blocks_total(s->sess);
+    room rm = {s->o.max_num_batched_tokens, total - oct_session_kv_blocks_used(s->sess), total};
+    int64_t n = 0;
+    if (!ensure_batch(s, rm.budget + s->o.max_num_seqs)) {
+        fail_running(s, "out of memory for a batch");
+        return true;
+    }
+    add_decodes(s, &rm, &n);
+    bool admit;
+    seq *q;
+    while (rm.budget > 0 && (q = next_prefill(s, &admit)) && add_prefill(s, q, admit, &rm, &n))
+        ; /* 2. prefill chunks: running prompts oldest first, then admissions */
+    if (n == 0) {
+        if (s->n_running == 0)
+            return false;
+        /* Prefills that together hold every block: let the oldest go on. */
+        preempt(s, youngest_running(s));
+        return true;
+    }
+    int64_t rows = 0;
+    for (int64_t r = 0; r < n; r++)
+        rows += s->b_want[r];
+    if (!ensure_logits(s, rows)) {
+        fail_running(s, "out of memory for a batch");
+        return true;
+    }
+    oct_error err;
+    oct_error_clear(&err);
+    oct_status st =
+        oct_session_forward(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->logits, &err);
+    s->steps++;
+    if (st != OCT_OK) {
+        OCT_ERROR("scheduler: forward pass of %lld tokens failed: %s", (long long)n, err.message);
+        fail_batch(s, n, err.message);
+        return true;
+    }
+    advance(s, n);
+    sample_rows(s, n);
     return true;
 }
 
