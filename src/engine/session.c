@@ -46,6 +46,52 @@ oct_status oct_session_create(const oct_model *m, int max_seqs, int64_t max_toke
     return oct_session_create_pool(m, max_seqs, max_tokens_per_seq, 0, out, err);
 }
 
+/* The host-side arrays of s (max_seqs sequences, L layers), tables unassigned. */
+static bool alloc_host(oct_session *s, int64_t L)
+{
+    const size_t S = (size_t)s->max_seqs;
+    s->pool = oct_kv_pool_create(s->n_blocks, KV_BLOCK);
+    s->committed = oct_calloc(S, sizeof(int64_t));
+    s->chain = oct_calloc(S, sizeof(uint64_t));
+    s->tables = oct_calloc(S, sizeof(int32_t *));
+    s->seq_len = oct_calloc(S, sizeof(int64_t));
+    s->k = oct_calloc((size_t)L, sizeof(void *));
+    s->v = oct_calloc((size_t)L, sizeof(void *));
+    s->k_scale = oct_malloc((size_t)L * sizeof(float));
+    s->v_scale = oct_malloc((size_t)L * sizeof(float));
+    s->pending = oct_calloc((size_t)L, sizeof(bool));
+    if (!s->pool || !s->committed || !s->chain || !s->tables || !s->seq_len || !s->k || !s->v ||
+        !s->k_scale || !s->v_scale || !s->pending)
+        return false;
+    for (size_t i = 0; i < S; i++) {
+        s->tables[i] = oct_malloc((size_t)s->blocks_per_seq * sizeof(int32_t));
+        if (!s->tables[i])
+            return false;
+        for (int64_t b = 0; b < s->blocks_per_seq; b++)
+            s->tables[i][b] = -1;
+    }
+    return true;
+}
+
+/* Each layer's K and V blocks in the model's backend (per_layer bytes each),
+ * and its KV scales. */
+static bool alloc_layers(oct_session *s, size_t per_layer)
+{
+    const oct_model *m = s->m;
+    oct_backend *be = m->be;
+    for (int64_t l = 0; l < m->arch.n_layers; l++) {
+        oct_error e;
+        if (be->ops->alloc(be, per_layer, &s->k[l], &e) != OCT_OK ||
+            be->ops->alloc(be, per_layer, &s->v[l], &e) != OCT_OK)
+            return false;
+        s->k_scale[l] = m->layers[l].k_scale;
+        s->v_scale[l] = m->layers[l].v_scale;
+        s->pending[l] = (m->kv_dtype == OCT_KV_E4M3 || m->kv_dtype == OCT_KV_E5M2) &&
+                        m->calculate_kv_scales && !m->kv_scales_from_ckpt;
+    }
+    return true;
+}
+
 /* n_blocks <= 0: enough blocks for every sequence at full length. */
 oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max_tokens_per_seq,
                                    int64_t n_blocks, oct_session **out, oct_error *err)
@@ -67,61 +113,32 @@ oct_status oct_session_create_pool(const oct_model *m, int max_seqs, int64_t max
     s->n_blocks = s->blocks_per_seq * max_seqs;
     if (n_blocks > 0 && n_blocks < s->n_blocks)
         s->n_blocks = n_blocks;
-    int64_t L = a->n_layers;
-    size_t per_layer = (size_t)s->n_blocks * KV_BLOCK * (size_t)(a->n_kv_heads * a->head_dim) *
-                       oct_kv_dtype_bytes(m->kv_dtype);
-    s->pool = oct_kv_pool_create(s->n_blocks, KV_BLOCK);
-    s->committed = oct_calloc((size_t)max_seqs, sizeof(int64_t));
-    s->chain = oct_calloc((size_t)max_seqs, sizeof(uint64_t));
-    s->tables = oct_calloc((size_t)max_seqs, sizeof(int32_t *));
-    s->seq_len = oct_calloc((size_t)max_seqs, sizeof(int64_t));
-    s->k = oct_calloc((size_t)L, sizeof(void *));
-    s->v = oct_calloc((size_t)L, sizeof(void *));
-    s->k_scale = oct_malloc((size_t)L * sizeof(float));
-    s->v_scale = oct_malloc((size_t)L * sizeof(float));
-    s->pending = oct_calloc((size_t)L, sizeof(bool));
-    oct_status st = OCT_OK;
-    if (!s->pool || !s->committed || !s->chain || !s->tables || !s->seq_len || !s->k || !s->v ||
-        !s->k_scale || !s->v_scale || !s->pending)
-        goto nomem;
-    for (int i = 0; i < max_seqs; i++) {
-        s->tables[i] = oct_malloc((size_t)s->blocks_per_seq * sizeof(int32_t));
-        if (!s->tables[i])
-            goto nomem;
-        for (int64_t b = 0; b < s->blocks_per_seq; b++)
-            s->tables[i][b] = -1;
+    const int64_t L = a->n_layers;
+    const size_t per_layer = (size_t)s->n_blocks * KV_BLOCK *
+                             (size_t)(a->n_kv_heads * a->head_dim) *
+                             oct_kv_dtype_bytes(m->kv_dtype);
+    if (!alloc_host(s, L) || !alloc_layers(s, per_layer)) {
+        oct_status st =
+            oct_error_set(err, OCT_ERR_NOMEM, -1,
+                          "out of memory for a KV cache of %d x %lld tokens (%.1f MB per layer)",
+                          max_seqs, (long long)max_tokens_per_seq, (double)per_layer * 2 / 1e6);
+        oct_session_free(s);
+        return st;
     }
-    oct_backend *be = m->be;
-    for (int64_t l = 0; l < L; l++) {
-        oct_error e;
-        if (be->ops->alloc(be, per_layer, &s->k[l], &e) != OCT_OK ||
-            be->ops->alloc(be, per_layer, &s->v[l], &e) != OCT_OK)
-            goto nomem;
-        s->k_scale[l] = m->layers[l].k_scale;
-        s->v_scale[l] = m->layers[l].v_scale;
-        s->pending[l] = (m->kv_dtype == OCT_KV_E4M3 || m->kv_dtype == OCT_KV_E5M2) &&
-                        m->calculate_kv_scales && !m->kv_scales_from_ckpt;
-    }
-    s->view.dtype = m->kv_dtype;
-    s->view.block_size = KV_BLOCK;
-    s->view.k = s->k;
-    s->view.v = s->v;
-    s->view.block_tables = s->tables;
-    s->view.max_blocks = s->blocks_per_seq;
+    s->view = (oct_kv_view){.dtype = m->kv_dtype,
+                            .block_size = KV_BLOCK,
+                            .k = s->k,
+                            .v = s->v,
+                            .block_tables = s->tables,
+                            .max_blocks = s->blocks_per_seq,
+                            .k_scale = s->k_scale,
+                            .v_scale = s->v_scale,
+                            .scales_pending = s->pending};
     OCT_INFO("KV cache: %lld blocks of %d tokens, %.2f GB, %s, on %s", (long long)s->n_blocks,
              KV_BLOCK, (double)per_layer * 2.0 * (double)L / 1e9, oct_kv_dtype_name(m->kv_dtype),
              m->be->ops->name);
-    s->view.k_scale = s->k_scale;
-    s->view.v_scale = s->v_scale;
-    s->view.scales_pending = s->pending;
     *out = s;
     return OCT_OK;
-nomem:
-    st = oct_error_set(err, OCT_ERR_NOMEM, -1,
-                       "out of memory for a KV cache of %d x %lld tokens (%.1f MB per layer)",
-                       max_seqs, (long long)max_tokens_per_seq, (double)per_layer * 2 / 1e6);
-    oct_session_free(s);
-    return st;
 }
 
 void oct_session_free(oct_session *s)
