@@ -67,6 +67,10 @@ static inline bool oct_i64_mul(int64_t a, int64_t b, int64_t *out)
  * overflow. */
 bool oct_shape_numel(const int64_t *dims, int n_dims, size_t *out);
 
+/* A 64-bit hash of n bytes (FNV-1a over 8-byte words, then an avalanche):
+ * for hash tables, not for security. */
+uint64_t oct_hash_bytes(const void *p, size_t n);
+
 static inline int64_t oct_ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;

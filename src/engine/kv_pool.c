@@ -9,7 +9,6 @@
 #include "engine/kv_pool.h"
 
 struct oct_kv_pool {
-    int64_t n;
     int bt;          /* tokens per block */
     int32_t *ref;    /* [n] holders */
     bool *pub;       /* [n] findable */
@@ -36,7 +35,6 @@ oct_kv_pool *oct_kv_pool_create(int64_t n_blocks, int block_tokens)
     while (nb < (uint64_t)n_blocks * 2)
         nb <<= 1;
     size_t n = (size_t)n_blocks;
-    p->n = n_blocks;
     p->bt = block_tokens;
     p->mask = nb - 1;
     p->ref = oct_calloc(n, sizeof *p->ref);
@@ -139,17 +137,8 @@ int64_t oct_kv_pool_available(const oct_kv_pool *p)
 
 uint64_t oct_kv_block_hash(uint64_t parent, const int32_t *tokens, int n)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the parent's hash and the tokens */
-    for (int i = 0; i < 8; i++)
-        h = (h ^ ((parent >> (8 * i)) & 0xFF)) * 0x100000001b3ull;
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < 4; i++)
-            h = (h ^ (((uint32_t)tokens[t] >> (8 * i)) & 0xFF)) * 0x100000001b3ull;
-    h ^= h >> 33; /* splitmix64's finalizer: every bit of the input reaches the buckets */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
+    const uint64_t pair[2] = {parent, oct_hash_bytes(tokens, (size_t)n * sizeof *tokens)};
+    return oct_hash_bytes(pair, sizeof pair);
 }
 
 static int32_t find(const oct_kv_pool *p, uint64_t hash, const int32_t *tokens)

@@ -70,7 +70,6 @@ typedef struct tok_strmap {
     size_t count;
 } tok_strmap;
 
-uint64_t tok_hash_bytes(const char *s, size_t n);
 /* Inserts or overwrites; false on allocation failure. */
 bool tok_strmap_put(tok_strmap *m, const char *key, size_t n, int32_t value);
 /* Returns true and sets *value when found. */

@@ -232,25 +232,6 @@ bool tok_is_whitespace(uint32_t c)
 
 /* ------------------------------------------------------------ string maps */
 
-uint64_t tok_hash_bytes(const char *s, size_t n)
-{
-    /* FNV-1a over 8-byte words, then a final avalanche. */
-    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
 static bool strmap_grow(tok_strmap *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;
@@ -278,7 +259,7 @@ bool tok_strmap_put(tok_strmap *m, const char *key, size_t n, int32_t value)
         return false;
     if ((m->count + 1) * 2 > m->cap && !strmap_grow(m))
         return false;
-    uint64_t h = tok_hash_bytes(key, n);
+    uint64_t h = oct_hash_bytes(key, n);
     size_t j = (size_t)h & (m->cap - 1);
     while (m->slots[j].key) {
         tok_strmap_entry *e = &m->slots[j];
@@ -305,7 +286,7 @@ bool tok_strmap_get(const tok_strmap *m, const char *key, size_t n, int32_t *val
 {
     if (!m->cap)
         return false;
-    uint64_t h = tok_hash_bytes(key, n);
+    uint64_t h = oct_hash_bytes(key, n);
     size_t j = (size_t)h & (m->cap - 1);
     while (m->slots[j].key) {
         const tok_strmap_entry *e = &m->slots[j];
