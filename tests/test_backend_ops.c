@@ -1372,10 +1372,11 @@ static void test_sample(void)
         lg[7 * V + v] = 30.0f;
     /* greedy rows 0-1, then filtered ones */
     oct_cuda_sample_params pp[8] = {
-        {0.0f, 1.0f, 0.0f, 0, 1, 0}, {0.0f, 0.5f, 0.1f, 10, 2, 0}, {0.7f, 1.0f, 0.0f, 50, 3, 0},
-        {1.0f, 0.9f, 0.0f, 0, 4, 0}, {1.3f, 1.0f, 0.05f, 0, 5, 0}, {0.8f, 0.8f, 0.02f, 40, 6, 0},
-        {1.0f, 1.0f, 0.0f, 1, 7, 0}, /* top-k 1 = greedy */
-        {1.0f, 1.0f, 0.0f, 3, 8, 0},
+        {0.0f, 1.0f, 0.0f, 0, 1, 0, 0},  {0.0f, 0.5f, 0.1f, 10, 2, 0, 1},
+        {0.7f, 1.0f, 0.0f, 50, 3, 0, 2}, {1.0f, 0.9f, 0.0f, 0, 4, 0, 3},
+        {1.3f, 1.0f, 0.05f, 0, 5, 0, 4}, {0.8f, 0.8f, 0.02f, 40, 6, 0, 5},
+        {1.0f, 1.0f, 0.0f, 1, 7, 0, 6}, /* top-k 1 = greedy */
+        {1.0f, 1.0f, 0.0f, 3, 8, 0, 7},
     };
     float *dl = dev_up(lg, (size_t)(n * V) * 4);
     REQUIRE(dl);
@@ -1460,7 +1461,8 @@ static void test_sample(void)
     for (int fc = 0; fc < 3; fc++) {
         for (int64_t r = 0; r < nr; r++)
             fp[r] = (oct_cuda_sample_params){
-                1.0f, fcases[fc].top_p, 0.0f, fcases[fc].top_k, 1234u + (uint64_t)fc, 0};
+                1.0f, fcases[fc].top_p, 0.0f, fcases[fc].top_k, 1234u + (uint64_t)fc,
+                0,    (uint64_t)r};
         REQUIRE(sample_runs(dlf, nr, V, fp, fs, fid, NULL));
         double norm = 0.0;
         for (int i = 0; i < fcases[fc].keep; i++)
@@ -1490,6 +1492,19 @@ static void test_sample(void)
         printf("  sample frequencies (top-k %d, top-p %g), %d draws: max |freq - p| %.4f\n",
                fcases[fc].top_k, (double)fcases[fc].top_p, fs * (int)nr, worst);
     }
+    /* a draw is named by (seed, step, stream), not by its row: rows 0 and 3
+     * with one key pick alike at every step, row 1 (another stream) does not */
+    for (int64_t r = 0; r < 4; r++) /* nr >= 4 */
+        fp[r] = (oct_cuda_sample_params){1.0f, 1.0f, 0.0f, 0, 77, 0, r == 1 ? 6u : 5u};
+    REQUIRE(sample_runs(dlf, 4, V, fp, fs, fid, NULL));
+    int64_t same = 0, differ = 0;
+    for (int s = 0; s < fs; s++) {
+        same += fid[s * 4] == fid[s * 4 + 3];
+        differ += fid[s * 4] != fid[s * 4 + 1];
+    }
+    CHECKF(same == fs && (quick || differ > 0),
+           "sample streams: one key picked alike %lld of %d times, two keys differed %lld times",
+           (long long)same, fs, (long long)differ);
     oct_cuda_free(dlf);
     free(lf);
     free(fid);

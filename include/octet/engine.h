@@ -66,14 +66,22 @@ OCT_API void oct_sampler_free(oct_sampler *s);
 OCT_API oct_status oct_sampler_sample(oct_sampler *s, float *logits, const int32_t *history,
                                       int64_t n_hist, int32_t *out);
 
+/* Sizes the session's forward workspace for batches of up to
+ * max_batch_tokens tokens and records the device's decode graphs (CUDA
+ * graphs, one per batch-size bucket) for up to max_rows rows now rather
+ * than on first use; the log states what they take.  Nothing to record on
+ * the CPU or with enforce_eager. */
+OCT_API oct_status oct_session_capture(oct_session *s, int64_t max_batch_tokens, int64_t max_rows,
+                                       oct_error *err);
+
 /* Whether oct_session_forward_sample can draw with sp: the model runs on a
  * device that samples (CUDA) and sp has no penalties. */
 OCT_API bool oct_session_samples_on_device(const oct_session *s, const oct_sampling *sp);
 /* oct_session_forward with the rows wanted sampled on the device: ids
  * [n_out], only token ids cross to the host.  Greedy picks what the CPU
  * sampler picks; other draws come from a Philox stream keyed by (seed, step,
- * row), not the CPU sampler's stream.  NaN or +Inf logits are an error.
- * OCT_ERR_UNSUPPORTED unless oct_session_samples_on_device(s, sp). */
+ * the row's index among those wanted), not the CPU sampler's stream.  NaN or +Inf logits are an
+ * error. OCT_ERR_UNSUPPORTED unless oct_session_samples_on_device(s, sp). */
 OCT_API oct_status oct_session_forward_sample(oct_session *s, int64_t n, const int32_t *tokens,
                                               const int32_t *seq, const int64_t *pos,
                                               const bool *want_logits, const oct_sampling *sp,

@@ -424,6 +424,7 @@ static int run_open(gen_run *r, const oct_model *m, const oct_tokenizer *tok, in
     if (tok && oct_tokenizer_eos_id(tok) >= 0)
         r->eos[r->n_eos++] = oct_tokenizer_eos_id(tok);
     if (oct_session_create(m, 1, n + r->max_tokens + 1, &r->sess, &err) != OCT_OK ||
+        oct_session_capture(r->sess, n, 1, &err) != OCT_OK ||
         oct_sampler_create(&r->sp, V, &r->smp) != OCT_OK ||
         (tok && oct_detokenizer_new(tok, true, &r->dt, &err) != OCT_OK)) {
         fprintf(stderr, "octet generate: %s\n",

@@ -62,6 +62,14 @@ struct oct_sched {
     bool *b_want;
     int64_t b_cap;
     seq **b_owner; /* [b_cap] which sequence a row belongs to */
+    /* per row wanted, on a device that samples: its draw, the id and
+     * logprob drawn, and whether the host samples it from its logits
+     * instead (penalties, top logprobs, prompt logprobs) */
+    oct_sample_req *b_req;
+    int32_t *b_ids;
+    float *b_lp;
+    bool *b_host;
+    bool device_draws;
     float *logits, *scratch;
     int64_t logits_rows;
 };
@@ -212,30 +220,31 @@ static void fill_logprobs(const float *row, int64_t V, int k, int32_t chosen, oc
 
 /* ----------------------------------------------------------------- step */
 
+static bool grow(void **p, int64_t cap, size_t esz)
+{
+    void *q = oct_realloc(*p, (size_t)cap * esz);
+    if (q)
+        *p = q;
+    return q != NULL;
+}
+
 static bool ensure_batch(oct_sched *s, int64_t n)
 {
     if (n <= s->b_cap)
         return true;
     int64_t cap = OCT_MAX(n, s->b_cap * 2);
-    int32_t *t = oct_realloc(s->b_tok, (size_t)cap * sizeof(int32_t));
-    if (t)
-        s->b_tok = t;
-    int32_t *q = oct_realloc(s->b_seq, (size_t)cap * sizeof(int32_t));
-    if (q)
-        s->b_seq = q;
-    int64_t *p = oct_realloc(s->b_pos, (size_t)cap * sizeof(int64_t));
-    if (p)
-        s->b_pos = p;
-    bool *w = oct_realloc(s->b_want, (size_t)cap * sizeof(bool));
-    if (w)
-        s->b_want = w;
-    seq **o = oct_realloc(s->b_owner, (size_t)cap * sizeof(seq *));
-    if (o)
-        s->b_owner = o;
-    if (!t || !q || !p || !w || !o)
-        return false;
-    s->b_cap = cap;
-    return true;
+    bool ok = grow((void **)&s->b_tok, cap, sizeof *s->b_tok);
+    ok &= grow((void **)&s->b_seq, cap, sizeof *s->b_seq);
+    ok &= grow((void **)&s->b_pos, cap, sizeof *s->b_pos);
+    ok &= grow((void **)&s->b_want, cap, sizeof *s->b_want);
+    ok &= grow((void **)&s->b_owner, cap, sizeof *s->b_owner);
+    ok &= grow((void **)&s->b_req, cap, sizeof *s->b_req);
+    ok &= grow((void **)&s->b_ids, cap, sizeof *s->b_ids);
+    ok &= grow((void **)&s->b_lp, cap, sizeof *s->b_lp);
+    ok &= grow((void **)&s->b_host, cap, sizeof *s->b_host);
+    if (ok)
+        s->b_cap = cap;
+    return ok;
 }
 
 static bool ensure_logits(oct_sched *s, int64_t rows)
@@ -277,27 +286,13 @@ static bool is_eos(const oct_sched *s, int32_t id)
     return false;
 }
 
-/* Samples the next token of q from its logits row and reports it; may
- * finish q (then returns false). */
-static bool emit(oct_sched *s, seq *q, float *row)
+/* Reports q's next token t (id, logprobs set); may finish q (then returns
+ * false). */
+static bool report(oct_sched *s, seq *q, oct_sched_token *t)
 {
-    oct_sched_token t;
-    memset(&t, 0, sizeof t);
-    t.logprob = NAN;
-    bool lp = q->p.logprobs >= 0;
-    if (lp)
-        memcpy(s->scratch, row, (size_t)s->vocab * sizeof(float));
-    int32_t id;
-    if (oct_sampler_sample(q->smp, row, q->tokens, q->n_tokens, &id) != OCT_OK) {
-        finish(s, q, OCT_FINISH_ERROR, "the model produced non-finite logits (NaN or +Inf)");
-        return false;
-    }
-    if (lp)
-        fill_logprobs(s->scratch, s->vocab, q->p.logprobs, id, &t);
-    t.id = id;
-    t.index = q->n_gen;
-    t.is_eos = is_eos(s, id);
-    q->tokens[q->n_tokens++] = id;
+    t->index = q->n_gen;
+    t->is_eos = is_eos(s, t->id);
+    q->tokens[q->n_tokens++] = t->id;
     q->n_gen++;
     s->gen_tokens++;
     double now = oct_sched_now();
@@ -306,8 +301,8 @@ static bool emit(oct_sched *s, seq *q, float *row)
     else if (q->n_gen > 1 && s->o.on_itl)
         s->o.on_itl(s->o.observer_user, now - q->t_last);
     q->t_last = now;
-    bool stop = q->p.on_token ? q->p.on_token(q->p.user, &t) : false;
-    if (stop || (t.is_eos && !q->p.ignore_eos)) {
+    bool stop = q->p.on_token ? q->p.on_token(q->p.user, t) : false;
+    if (stop || (t->is_eos && !q->p.ignore_eos)) {
         finish(s, q, OCT_FINISH_STOP, NULL);
         return false;
     }
@@ -316,6 +311,40 @@ static bool emit(oct_sched *s, seq *q, float *row)
         return false;
     }
     return true;
+}
+
+static const char k_nonfinite[] = "the model produced non-finite logits (NaN or +Inf)";
+
+/* Samples the next token of q from its logits row and reports it. */
+static bool emit(oct_sched *s, seq *q, float *row)
+{
+    oct_sched_token t;
+    memset(&t, 0, sizeof t);
+    t.logprob = NAN;
+    bool lp = q->p.logprobs >= 0;
+    if (lp)
+        memcpy(s->scratch, row, (size_t)s->vocab * sizeof(float));
+    if (oct_sampler_sample(q->smp, row, q->tokens, q->n_tokens, &t.id) != OCT_OK) {
+        finish(s, q, OCT_FINISH_ERROR, k_nonfinite);
+        return false;
+    }
+    if (lp)
+        fill_logprobs(s->scratch, s->vocab, q->p.logprobs, t.id, &t);
+    return report(s, q, &t);
+}
+
+/* Reports the token drawn for q on the device (id -1: non-finite logits). */
+static bool emit_drawn(oct_sched *s, seq *q, int32_t id, float logprob)
+{
+    oct_sched_token t;
+    memset(&t, 0, sizeof t);
+    t.logprob = q->p.logprobs >= 0 ? logprob : NAN;
+    t.id = id;
+    if (id < 0) {
+        finish(s, q, OCT_FINISH_ERROR, k_nonfinite);
+        return false;
+    }
+    return report(s, q, &t);
 }
 
 /* A running sequence of q's group (the choices of one request, n > 1) with
@@ -476,8 +505,39 @@ static void prompt_logprob(seq *q, int64_t cached, const float *lrow, int64_t V)
     }
 }
 
+/* Whether q's next token can be drawn on the device: no penalties (they
+ * need the history) and no top logprobs (they need the whole row). */
+static bool draws_on_device(const seq *q)
+{
+    const oct_sampling *sp = &q->p.sampling;
+    return q->p.logprobs <= 0 && sp->repetition_penalty == 1.0f && sp->presence_penalty == 0.0f &&
+           sp->frequency_penalty == 0.0f;
+}
+
+/* 3b. On a device that samples: each wanted row's draw, keyed by the
+ *     sequence's seed and token index alone, so a request draws alike in any
+ *     batch.  Returns the rows the host samples from their logits. */
+static int64_t plan_draws(oct_sched *s, int64_t n)
+{
+    int64_t row = 0, host = 0;
+    for (int64_t r = 0; r < n; r++) {
+        if (!s->b_want[r])
+            continue;
+        const seq *q = s->b_owner[r];
+        const oct_sampling *sp = &q->p.sampling;
+        const bool next = s->b_pos[r] + 1 >= q->n_tokens; /* not a prompt logprob */
+        s->b_host[row] = !next || !draws_on_device(q);
+        host += s->b_host[row];
+        s->b_req[row] = (oct_sample_req){sp->temperature, sp->top_p,          sp->min_p, sp->top_k,
+                                         sp->seed,        (uint64_t)q->n_gen, 0};
+        row++;
+    }
+    return host;
+}
+
 /* 4. Each row whose logits were wanted: a prompt log-probability, or the
- *    sequence's next token where its last token ran. */
+ *    sequence's next token where its last token ran (drawn on the device,
+ *    or sampled here). */
 static void sample_rows(oct_sched *s, int64_t n)
 {
     int64_t row = 0;
@@ -487,7 +547,8 @@ static void sample_rows(oct_sched *s, int64_t n)
         seq *q = s->b_owner[r];
         const int64_t cached = s->b_pos[r] + 1; /* after this row */
         float *lrow = s->logits + (size_t)row * (size_t)s->vocab;
-        row++;
+        const bool drawn = s->device_draws && !s->b_host[row];
+        const int64_t i = row++;
         if (cached < q->n_tokens) {
             prompt_logprob(q, cached, lrow, s->vocab);
             continue;
@@ -497,8 +558,25 @@ static void sample_rows(oct_sched *s, int64_t n)
             if (q->p.on_prompt)
                 q->p.on_prompt(q->p.user, q->plp, 0);
         }
-        emit(s, q, lrow); /* q may be freed here; it has no later rows */
+        /* q may be freed here; it has no later rows */
+        if (drawn)
+            emit_drawn(s, q, s->b_ids[i], s->b_lp[i]);
+        else
+            emit(s, q, lrow);
     }
+}
+
+/* 3. The forward pass of the batch's n tokens (rows wanted). */
+static oct_status run_batch(oct_sched *s, int64_t n, int64_t rows, oct_error *err)
+{
+    const int64_t host = s->device_draws ? plan_draws(s, n) : rows;
+    if (host > 0 && !ensure_logits(s, rows))
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory for a batch");
+    if (!s->device_draws)
+        return oct_session_forward(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->logits,
+                                   err);
+    return oct_session_forward_draw(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->b_req,
+                                    s->b_ids, s->b_lp, host > 0 ? s->logits : NULL, err);
 }
 
 static void fail_running(oct_sched *s, const char *msg)
@@ -534,14 +612,9 @@ static bool step(oct_sched *s)
     int64_t rows = 0;
     for (int64_t r = 0; r < n; r++)
         rows += s->b_want[r];
-    if (!ensure_logits(s, rows)) {
-        fail_running(s, "out of memory for a batch");
-        return true;
-    }
     oct_error err;
     oct_error_clear(&err);
-    oct_status st =
-        oct_session_forward(s->sess, n, s->b_tok, s->b_seq, s->b_pos, s->b_want, s->logits, &err);
+    oct_status st = run_batch(s, n, rows, &err);
     s->steps++;
     if (st != OCT_OK) {
         OCT_ERROR("scheduler: forward pass of %lld tokens failed: %s", (long long)n, err.message);
@@ -682,6 +755,14 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
     if (st != OCT_OK)
         goto fail;
     oct_session_set_prefix_caching(s->sess, s->o.prefix_caching);
+    oct_sampling plain;
+    oct_sampling_default(&plain);
+    s->device_draws = oct_session_samples_on_device(s->sess, &plain);
+    /* the batch's workspace at its largest, and the decode graphs, now */
+    st = oct_session_capture(s->sess, s->o.max_num_batched_tokens + s->o.max_num_seqs,
+                             s->o.max_num_seqs, err);
+    if (st != OCT_OK)
+        goto fail;
     s->eos = oct_calloc((size_t)OCT_MAX(s->o.n_eos, 1), sizeof(int32_t));
     s->running = oct_calloc((size_t)s->o.max_num_seqs, sizeof(seq *));
     s->scratch = oct_malloc((size_t)s->vocab * sizeof(float));
@@ -824,6 +905,10 @@ void oct_sched_free(oct_sched *s)
     oct_free(s->b_pos);
     oct_free(s->b_want);
     oct_free(s->b_owner);
+    oct_free(s->b_req);
+    oct_free(s->b_ids);
+    oct_free(s->b_lp);
+    oct_free(s->b_host);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     oct_free(s);

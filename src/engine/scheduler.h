@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
 #include "octet.h"
 
 #define OCT_SCHED_MAX_TOP_LOGPROBS 20
@@ -92,6 +93,16 @@ void oct_session_set_prefix_caching(oct_session *s, bool on);
 int64_t oct_session_prefix_attach(oct_session *s, int32_t seq, const int32_t *tokens, int64_t n);
 void oct_session_prefix_commit(oct_session *s, int32_t seq, const int32_t *tokens);
 void oct_session_prefix_stats(const oct_session *s, int64_t *queries, int64_t *hits);
+
+/* oct_session_forward with each wanted row drawn on the device by req[i]
+ * (the rows wanted in order): ids [n_out], -1 where a row's logits were not
+ * finite; logprobs [n_out] the chosen ids' log-softmax (NULL: not wanted);
+ * logits [n_out, vocab] the rows' logits too (NULL: not wanted), for rows
+ * the host samples itself.  OCT_ERR_UNSUPPORTED on the CPU. */
+oct_status oct_session_forward_draw(oct_session *s, int64_t n, const int32_t *tokens,
+                                    const int32_t *seq, const int64_t *pos, const bool *want_logits,
+                                    const oct_sample_req *req, int32_t *ids, float *logprobs,
+                                    float *logits, oct_error *err);
 
 typedef struct oct_sched_opts {
     int max_num_seqs;               /* running sequences at once */

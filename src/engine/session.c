@@ -250,6 +250,41 @@ int64_t oct_session_kv_blocks_total(const oct_session *s)
     return s->n_blocks;
 }
 
+/* A forward workspace for batches of n tokens (at least 64).  A larger one
+ * replaces it, and with it the CUDA graphs it held. */
+static oct_status reserve_ws(oct_session *s, int64_t n, oct_error *err)
+{
+    if (s->ws && s->ws_tokens >= n)
+        return OCT_OK;
+    oct_fwd_ws_free(s->ws);
+    s->ws = NULL;
+    int64_t cap = OCT_MAX(n, 64);
+    if (oct_fwd_ws_create(s->m, cap, s->max_ctx, &s->ws) != OCT_OK)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory for a batch of %lld",
+                             (long long)n);
+    s->ws_tokens = cap;
+    return OCT_OK;
+}
+
+oct_status oct_session_capture(oct_session *s, int64_t max_batch_tokens, int64_t max_rows,
+                               oct_error *err)
+{
+    oct_status st = reserve_ws(s, OCT_MAX(max_batch_tokens, max_rows), err);
+    if (st != OCT_OK)
+        return st;
+    const double t0 = oct_sched_now();
+    int64_t last = 0;
+    size_t bytes = 0;
+    const int64_t n = oct_forward_capture(s->m, &s->view, s->ws, max_rows, &last, &bytes, err);
+    if (n < 0)
+        return err->status;
+    if (n > 0)
+        OCT_INFO("CUDA graphs: %lld decode batch sizes (1 to %lld rows) captured in %.2f s, "
+                 "%.1f MB of device memory",
+                 (long long)n, (long long)last, oct_sched_now() - t0, (double)bytes / 1e6);
+    return OCT_OK;
+}
+
 /* Checks a batch against the cache, assigns its KV blocks and sizes the
  * forward workspace. */
 static oct_status prepare_batch(oct_session *s, int64_t n, const int32_t *tokens,
@@ -276,16 +311,7 @@ static oct_status prepare_batch(oct_session *s, int64_t n, const int32_t *tokens
                                  (long long)s->n_blocks);
         s->seq_len[q]++;
     }
-    if (!s->ws || s->ws_tokens < n) {
-        oct_fwd_ws_free(s->ws);
-        s->ws = NULL;
-        int64_t cap = OCT_MAX(n, 64);
-        if (oct_fwd_ws_create(s->m, cap, s->max_ctx, &s->ws) != OCT_OK)
-            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory for a batch of %lld",
-                                 (long long)n);
-        s->ws_tokens = cap;
-    }
-    return OCT_OK;
+    return reserve_ws(s, n, err);
 }
 
 /* After a failed pass (or a batch refused part way): the batch did not
@@ -315,6 +341,20 @@ bool oct_session_samples_on_device(const oct_session *s, const oct_sampling *sp)
            sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f;
 }
 
+oct_status oct_session_forward_draw(oct_session *s, int64_t n, const int32_t *tokens,
+                                    const int32_t *seq, const int64_t *pos, const bool *want_logits,
+                                    const oct_sample_req *req, int32_t *ids, float *logprobs,
+                                    float *logits, oct_error *err)
+{
+    oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
+    if (st == OCT_OK)
+        st = oct_forward_sample(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, req, ids,
+                                logprobs, logits, err);
+    if (st != OCT_OK && tokens && seq && pos)
+        roll_back(s, n, seq, pos);
+    return st;
+}
+
 oct_status oct_session_forward_sample(oct_session *s, int64_t n, const int32_t *tokens,
                                       const int32_t *seq, const int64_t *pos,
                                       const bool *want_logits, const oct_sampling *sp,
@@ -329,14 +369,17 @@ oct_status oct_session_forward_sample(oct_session *s, int64_t n, const int32_t *
     oct_sample_req *req = oct_malloc((size_t)OCT_MAX(n_out, 1) * sizeof *req);
     if (!req)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    for (int64_t i = 0; i < n_out; i++)
-        req[i] = (oct_sample_req){sp->temperature, sp->top_p, sp->min_p, sp->top_k, sp->seed, step};
-    oct_status st = prepare_batch(s, n, tokens, seq, pos, err);
-    if (st == OCT_OK)
-        st = oct_forward_sample(s->m, &s->view, s->ws, n, tokens, seq, pos, want_logits, req, ids,
-                                NULL, err);
-    if (st != OCT_OK && tokens && seq && pos)
-        roll_back(s, n, seq, pos);
+    for (int64_t i = 0; i < n_out; i++) /* a row's own stream */
+        req[i] = (oct_sample_req){sp->temperature, sp->top_p, sp->min_p,  sp->top_k,
+                                  sp->seed,        step,      (uint64_t)i};
+    oct_status st =
+        oct_session_forward_draw(s, n, tokens, seq, pos, want_logits, req, ids, NULL, NULL, err);
     oct_free(req);
+    for (int64_t i = 0; st == OCT_OK && i < n_out; i++)
+        if (ids[i] < 0)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "the model produced non-finite logits (NaN or +Inf) in output "
+                                 "row %lld",
+                                 (long long)i);
     return st;
 }

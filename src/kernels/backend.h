@@ -106,7 +106,8 @@ typedef struct oct_sample_req {
     float min_p;       /* [0, 1]; 0: off */
     int32_t top_k;     /* <= 0: off */
     uint64_t seed;
-    uint64_t step; /* the draw's counter: (seed, step, row) names one draw */
+    uint64_t step;   /* the draw's counter: (seed, step, stream) names one draw, */
+    uint64_t stream; /* so a row's draw does not depend on where it sits in a batch */
 } oct_sample_req;
 
 /* Sizes a backend reserves its workspaces for. */
@@ -198,8 +199,8 @@ typedef struct oct_backend_ops {
                                float *logits, oct_error *err);
     /* Instead of fetch_logits (NULL on backends without it): a token id per
      * row wanted, drawn on the device, into host ids [n_out] (and the chosen
-     * ids' log-softmax into logprobs [n_out] unless NULL).  NaN or +Inf
-     * logits are an error naming the row. */
+     * ids' log-softmax into logprobs [n_out] unless NULL).  A row with a NaN
+     * or +Inf logit gets id -1 (the caller's error, for that row alone). */
     oct_status (*sample)(oct_backend *be, oct_backend_ws *ws, int64_t n_out, int64_t vocab,
                          const oct_sample_req *req, int32_t *ids, float *logprobs, oct_error *err);
 
@@ -212,6 +213,12 @@ typedef struct oct_backend_ops {
     oct_status (*graph_try)(oct_backend *be, oct_backend_ws *ws, const oct_kv_view *kv, int64_t n,
                             bool *replayed, bool *recording, oct_error *err);
     oct_status (*graph_end)(oct_backend *be, oct_backend_ws *ws, int64_t n, oct_error *err);
+    /* The row count of the graph a decode step of n rows runs as (its
+     * bucket: n <= it; the model pads the batch with rows of position -1,
+     * which write no KV and attend to nothing), or 0: n rows run eagerly. */
+    int64_t (*graph_rows)(oct_backend *be, const oct_kv_view *kv, int64_t n);
+    /* The graphs ws holds and the device memory they took. */
+    void (*graph_stats)(oct_backend *be, const oct_backend_ws *ws, int *n_graphs, size_t *bytes);
 } oct_backend_ops;
 
 struct oct_backend {

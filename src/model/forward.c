@@ -23,6 +23,8 @@ struct oct_fwd_ws {
     float *x;                            /* [max_tokens, H] f32 residual stream */
     void *h, *qkv, *att, *o, *mlp, *act; /* [max_tokens, ...] activations */
     int64_t *rows;                       /* [max_tokens] rows whose logits are wanted */
+    int32_t *pad_tok, *pad_seq;          /* [max_tokens] a batch padded to its graph's size */
+    int64_t *pad_pos;
 };
 
 static void *ws_buf(oct_fwd_ws *ws, size_t elems, size_t esz, bool *ok)
@@ -76,8 +78,12 @@ oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max
     ws->mlp = ws_buf(ws, T * 2 * I, A, &ok);
     ws->act = ws_buf(ws, T * I, A, &ok);
     ws->rows = oct_malloc(T * sizeof(int64_t));
+    ws->pad_tok = oct_malloc(T * sizeof(int32_t));
+    ws->pad_seq = oct_malloc(T * sizeof(int32_t));
+    ws->pad_pos = oct_malloc(T * sizeof(int64_t));
     oct_error e;
-    if (!ok || !ws->rows || m->be->ops->ws_create(m->be, &d, &ws->ops, &e) != OCT_OK) {
+    if (!ok || !ws->rows || !ws->pad_tok || !ws->pad_seq || !ws->pad_pos ||
+        m->be->ops->ws_create(m->be, &d, &ws->ops, &e) != OCT_OK) {
         oct_fwd_ws_free(ws);
         return OCT_ERR_NOMEM;
     }
@@ -97,6 +103,9 @@ void oct_fwd_ws_free(oct_fwd_ws *ws)
     if (ws->ops)
         be->ops->ws_free(be, ws->ops);
     oct_free(ws->rows);
+    oct_free(ws->pad_tok);
+    oct_free(ws->pad_seq);
+    oct_free(ws->pad_pos);
     oct_free(ws);
 }
 
@@ -231,36 +240,113 @@ static oct_status run_ops(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, c
     return op->logits(be, ws->ops, m->lm_head, n_out, a->vocab, ws->h, a->logits_scaling, err);
 }
 
-/* The pass: begin, the ops (or the graph recorded for this size), and the
- * number of rows wanted (*n_out, ws->rows); `out`: any rows are wanted. */
+/* The pass over rows (some may be padding): begin, then the ops or the
+ * graph recorded for this size.  ws->rows[0..n_out) are the rows wanted. */
+static oct_status run_pass(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws,
+                           const oct_rows *rows, const int32_t *tokens, int64_t n_out,
+                           oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    oct_backend *be = m->be;
+    oct_status st = op->begin(be, ws->ops, rows, tokens, ws->rows, n_out, kv, err);
+    if (st != OCT_OK)
+        return st;
+    bool replayed = false, recording = false;
+    if (op->graph_try && n_out == rows->n &&
+        (st = op->graph_try(be, ws->ops, kv, rows->n, &replayed, &recording, err)))
+        return st;
+    if (replayed)
+        return OCT_OK;
+    st = run_ops(m, kv, ws, rows, tokens, n_out, err);
+    if (recording) {
+        oct_status end = op->graph_end(be, ws->ops, rows->n, err);
+        st = st != OCT_OK ? st : end;
+    }
+    return st;
+}
+
+/* The rows a decode step of n rows runs as: the backend's graph for it,
+ * when every row wants logits and no sequence has two rows (a prefill chunk
+ * runs eagerly at its own size); else n. */
+static int64_t graph_rows(const oct_model *m, const oct_kv_view *kv, const oct_fwd_ws *ws,
+                          int64_t n, const int32_t *seq, const bool *want_logits, bool out)
+{
+    const oct_backend_ops *op = m->be->ops;
+    const int64_t g = op->graph_rows && out ? op->graph_rows(m->be, kv, n) : 0;
+    if (g <= n || g > ws->max_tokens)
+        return n;
+    for (int64_t t = 0; t < n; t++) {
+        if (want_logits && !want_logits[t])
+            return n;
+        for (int64_t u = 0; u < t; u++)
+            if (seq[u] == seq[t])
+                return n;
+    }
+    return g;
+}
+
+/* Rows n..g of the padded batch in ws: token 0, sequence -1, position -1
+ * (the backend writes no KV for them and attends to nothing). */
+static void pad_rows(oct_fwd_ws *ws, int64_t n, int64_t g)
+{
+    for (int64_t t = n; t < g; t++) {
+        ws->pad_tok[t] = 0;
+        ws->pad_seq[t] = -1;
+        ws->pad_pos[t] = -1;
+        ws->rows[t] = t;
+    }
+}
+
+/* The pass: the rows wanted (*n_out, ws->rows), padded to the graph's size
+ * where a graph runs it; `out`: any rows are wanted. */
 static oct_status forward_pass(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
                                const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                                const bool *want_logits, bool out, int64_t *n_out, oct_error *err)
 {
-    const oct_backend_ops *op = m->be->ops;
-    oct_backend *be = m->be;
     oct_status st = check_batch(&m->arch, ws, n, tokens, pos, err);
     if (st != OCT_OK)
         return st;
-    const oct_rows rows = {n, seq, pos};
     *n_out = 0;
     for (int64_t t = 0; out && t < n; t++)
         if (!want_logits || want_logits[t])
             ws->rows[(*n_out)++] = t;
-    if ((st = op->begin(be, ws->ops, &rows, tokens, ws->rows, *n_out, kv, err)))
-        return st;
-    bool replayed = false, recording = false;
-    if (op->graph_try && *n_out == n &&
-        (st = op->graph_try(be, ws->ops, kv, n, &replayed, &recording, err)))
-        return st;
-    if (replayed)
-        return OCT_OK;
-    st = run_ops(m, kv, ws, &rows, tokens, *n_out, err);
-    if (recording) {
-        oct_status end = op->graph_end(be, ws->ops, n, err);
-        st = st != OCT_OK ? st : end;
+    const int64_t g = graph_rows(m, kv, ws, n, seq, want_logits, out);
+    if (g == n) {
+        const oct_rows rows = {n, seq, pos};
+        return run_pass(m, kv, ws, &rows, tokens, *n_out, err);
     }
-    return st;
+    memcpy(ws->pad_tok, tokens, (size_t)n * sizeof *tokens);
+    memcpy(ws->pad_seq, seq, (size_t)n * sizeof *seq);
+    memcpy(ws->pad_pos, pos, (size_t)n * sizeof *pos);
+    pad_rows(ws, n, g);
+    const oct_rows rows = {g, ws->pad_seq, ws->pad_pos};
+    return run_pass(m, kv, ws, &rows, ws->pad_tok, g, err);
+}
+
+int64_t oct_forward_capture(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t max_rows,
+                            int64_t *last, size_t *bytes, oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    int64_t done = 0, g;
+    *last = 0;
+    *bytes = 0;
+    if (!op->graph_rows || !op->graph_stats)
+        return 0;
+    for (int64_t b = 1;
+         b <= max_rows && (g = op->graph_rows(m->be, kv, b)) > 0 && g <= ws->max_tokens;
+         b = g + 1) {
+        pad_rows(ws, 0, g);
+        const oct_rows rows = {g, ws->pad_seq, ws->pad_pos};
+        /* the first pass of a size runs eagerly, the second records it */
+        for (int i = 0; i < 2; i++)
+            if (run_pass(m, kv, ws, &rows, ws->pad_tok, g, err) != OCT_OK)
+                return -1;
+        done++;
+        *last = g;
+    }
+    int n_graphs = 0;
+    op->graph_stats(m->be, ws->ops, &n_graphs, bytes);
+    return done;
 }
 
 oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
@@ -278,7 +364,7 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
 oct_status oct_forward_sample(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
                               const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                               const bool *want_logits, const oct_sample_req *req, int32_t *ids,
-                              float *logprobs, oct_error *err)
+                              float *logprobs, float *logits, oct_error *err)
 {
     const oct_backend_ops *op = m->be->ops;
     if (!op->sample)
@@ -288,5 +374,8 @@ oct_status oct_forward_sample(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *w
     oct_status st = forward_pass(m, kv, ws, n, tokens, seq, pos, want_logits, true, &n_out, err);
     if (st != OCT_OK || n_out == 0)
         return st;
-    return op->sample(m->be, ws->ops, n_out, m->arch.vocab, req, ids, logprobs, err);
+    st = op->sample(m->be, ws->ops, n_out, m->arch.vocab, req, ids, logprobs, err);
+    if (st != OCT_OK || !logits)
+        return st;
+    return op->fetch_logits(m->be, ws->ops, n_out, m->arch.vocab, logits, err);
 }

@@ -177,12 +177,20 @@ oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int6
                        const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                        const bool *want_logits, float *logits, oct_error *err);
 /* The same, with the rows wanted sampled on the device (req, ids, logprobs
- * [n_out]; logprobs may be NULL): OCT_ERR_UNSUPPORTED on a backend without
- * device sampling (the CPU). */
+ * [n_out]; logprobs may be NULL; id -1: that row's logits were not finite),
+ * and their logits too unless logits is NULL: OCT_ERR_UNSUPPORTED on a
+ * backend without device sampling (the CPU). */
 oct_status oct_forward_sample(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,
                               const int32_t *tokens, const int32_t *seq, const int64_t *pos,
                               const bool *want_logits, const oct_sample_req *req, int32_t *ids,
-                              float *logprobs, oct_error *err);
+                              float *logprobs, float *logits, oct_error *err);
+/* Records the backend's decode graphs ahead of time: a pass of padding rows
+ * for each graph size up to the one holding max_rows (within ws's size).
+ * Returns the sizes captured (0 on a backend without graphs or with
+ * --enforce-eager; -1 and err on failure), *last the largest, *bytes the
+ * device memory ws's graphs take. */
+int64_t oct_forward_capture(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t max_rows,
+                            int64_t *last, size_t *bytes, oct_error *err);
 
 oct_status oct_plan_build(const char *dir, const oct_model_opts *opts, oct_plan **out,
                           oct_error *err);

@@ -30,7 +30,8 @@ typedef struct dev_const {
     void *dev;
 } dev_const;
 
-#define MAX_GRAPHS 32
+#define MAX_GRAPHS 32      /* per workspace: the 20 buckets, and room */
+#define MAX_GRAPH_ROWS 256 /* vLLM's largest capture size */
 
 /* One recorded decode step: n rows. */
 typedef struct graph {
@@ -56,6 +57,7 @@ struct oct_backend_ws {
     oct_fwd_dims d;
     graph graphs[MAX_GRAPHS]; /* recorded decode steps, by row count */
     int n_graphs;
+    size_t graph_bytes;       /* the device memory they took */
     int64_t seen[MAX_GRAPHS]; /* row counts run once eagerly */
     int n_seen;
     int32_t *tok, *pos, *seq, *slot, *rows; /* device [max_tokens] */
@@ -330,6 +332,12 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
     int32_t *h_pos = ws->h_buf, *h_seq = h_pos + T, *h_slot = h_seq + T, *h_rows = h_slot + T;
     int64_t n_local = 0;
     for (int64_t t = 0; t < n; t++) {
+        if (rows->pos[t] < 0) { /* padding: no KV slot, nothing to attend to */
+            h_pos[t] = -1;
+            h_seq[t] = 0;
+            h_slot[t] = -1;
+            continue;
+        }
         /* a prompt's rows come together: the previous row first, then a scan */
         int64_t local = t > 0 && rows->seq[t - 1] == rows->seq[t] ? h_seq[t - 1] : -1;
         for (int64_t u = 0; u < t && local < 0; u++)
@@ -613,8 +621,8 @@ static oct_status cu_sample(oct_backend *be, oct_backend_ws *ws, int64_t n_out, 
                              (long long)n_out, (long long)ws->logits_rows);
     for (int64_t i = 0; i < n_out; i++) {
         const oct_sample_req *q = &req[i];
-        ws->h_params[i] = (oct_cuda_sample_params){q->temperature, q->top_p, q->min_p,
-                                                   q->top_k,       q->seed,  q->step};
+        ws->h_params[i] = (oct_cuda_sample_params){q->temperature, q->top_p, q->min_p, q->top_k,
+                                                   q->seed,        q->step,  q->stream};
     }
     CK(oct_cuda_upload_async(ws->d_params, ws->h_params, (size_t)n_out * sizeof *ws->h_params,
                              c->stream),
@@ -625,12 +633,6 @@ static oct_status cu_sample(oct_backend *be, oct_backend_ws *ws, int64_t n_out, 
     oct_status st = cu_download(be, ids, ws->d_ids, (size_t)n_out * 4, err);
     if (st == OCT_OK && logprobs)
         st = cu_download(be, logprobs, ws->d_logprobs, (size_t)n_out * 4, err);
-    for (int64_t i = 0; st == OCT_OK && i < n_out; i++)
-        if (ids[i] < 0)
-            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                 "the model produced non-finite logits (NaN or +Inf) in output "
-                                 "row %lld",
-                                 (long long)i);
     return st;
 }
 
@@ -643,7 +645,7 @@ static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv
     *replayed = *recording = false;
     /* graphs hold decode steps: a batch with prefill tiles (whose grid
      * depends on the batch's shape, not only its size) runs eagerly */
-    if (c->eager || n > 256 || ws->n_tiles > 0)
+    if (c->eager || n > MAX_GRAPH_ROWS || ws->n_tiles > 0)
         return OCT_OK;
     for (int i = 0; i < ws->n_graphs; i++)
         if (ws->graphs[i].n == n) {
@@ -677,10 +679,35 @@ static oct_status cu_graph_end(oct_backend *be, oct_backend_ws *ws, int64_t n, o
     CK(oct_cuda_graph_end(c->stream, &exec), "graph capture");
     oct_cuda_mem_info(&free1, &total);
     ws->graphs[ws->n_graphs++] = (graph){n, exec};
-    OCT_INFO("CUDA graph for decode steps of %lld rows recorded (%.1f MB)", (long long)n,
-             free0 > free1 ? (double)(free0 - free1) / 1e6 : 0.0);
+    const size_t bytes = free0 > free1 ? free0 - free1 : 0;
+    ws->graph_bytes += bytes;
+    OCT_DEBUG("CUDA graph for decode steps of %lld rows recorded (%.1f MB)", (long long)n,
+              (double)bytes / 1e6);
     CK(oct_cuda_graph_launch(exec, c->stream), "graph launch");
     return OCT_OK;
+}
+
+/* Decode buckets: 1, 2, 4, 8, then multiples of 16 up to MAX_GRAPH_ROWS. */
+static int64_t cu_graph_rows(oct_backend *be, const oct_kv_view *kv, int64_t n)
+{
+    /* --calculate-kv-scales reads the batch back: padding would count */
+    if (impl(be)->eager || n < 1 || n > MAX_GRAPH_ROWS ||
+        (kv->scales_pending && kv->scales_pending[0]))
+        return 0;
+    if (n <= 8) {
+        int64_t b = 1;
+        while (b < n)
+            b *= 2;
+        return b;
+    }
+    return (n + 15) / 16 * 16;
+}
+
+static void cu_graph_stats(oct_backend *be, const oct_backend_ws *ws, int *n_graphs, size_t *bytes)
+{
+    (void)be;
+    *n_graphs = ws->n_graphs;
+    *bytes = ws->graph_bytes;
 }
 
 /* ---- the table ---------------------------------------------------------------- */
@@ -712,6 +739,8 @@ static const oct_backend_ops k_cuda_ops = {
     .sample = cu_sample,
     .graph_try = cu_graph_try,
     .graph_end = cu_graph_end,
+    .graph_rows = cu_graph_rows,
+    .graph_stats = cu_graph_stats,
 };
 
 static void cu_destroy(oct_backend *be)

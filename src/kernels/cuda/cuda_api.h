@@ -297,14 +297,15 @@ typedef struct oct_cuda_sample_params {
     float min_p;       /* [0, 1]; 0: off */
     int32_t top_k;     /* <= 0: off */
     uint64_t seed;
-    uint64_t step; /* the RNG counter: (seed, step, row) names one draw */
+    uint64_t step;   /* the RNG counter: (seed, step, stream) names one draw */
+    uint64_t stream; /* e.g. a request's, or its row's */
 } oct_cuda_sample_params;
 
 /* ids [n] from logits [n,V] f32.  temperature 0: argmax, lowest id on ties.
  * Else probabilities expf((l - max) / T), then top-k, min-p (p >= min_p p_max)
  * and top-p (the smallest prefix, by descending probability and ascending id,
  * whose mass reaches top_p of what is left), in src/engine/sampler.c's order,
- * and one draw from a Philox4x32-10 stream keyed by (seed, step, row) -- not the
+ * and one draw from a Philox4x32-10 stream keyed by (seed, step, stream) -- not the
  * CPU sampler's random stream.  logprob [n] (NULL: not written): the chosen
  * id's log-softmax at temperature 1.  A row with a NaN or +Inf logit gets id -1
  * (and a NaN logprob): the host sampler's non-finite error.  ws: workspace_bytes of it (0 today: ws

@@ -9,7 +9,7 @@
 // floats order like their bits).  A threshold is found by a radix select over the
 // 32 bits of p (4 passes of 256-bin histograms of counts or of masses, in double)
 // and a scan in id order over the ties at the last value.  The draw is one
-// Philox4x32-10 number for (seed, step, row), mapped into the kept mass in id
+// Philox4x32-10 number for (seed, step, stream), mapped into the kept mass in id
 // order: the same distribution as sampler.c's (which walks the sorted order),
 // not its random stream.  p is recomputed from the logits in each pass (no
 // workspace); the row stays in L2.
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kST)
             total = block_sum(part);
         }
         const uint4 rnd = philox4x32_10(make_uint4((uint32_t)P.step, (uint32_t)(P.step >> 32),
-                                                   (uint32_t)row, (uint32_t)((uint64_t)row >> 32)),
+                                                   (uint32_t)P.stream, (uint32_t)(P.stream >> 32)),
                                         make_uint2((uint32_t)P.seed, (uint32_t)(P.seed >> 32)));
         const double u = (double)((((uint64_t)rnd.x << 32) | rnd.y) >> 11) * 0x1p-53;
         const double target = u * total;
