@@ -12,9 +12,9 @@
  * arrival times).
  * --system-prompt-words W: every prompt starts with the same W words (a
  * shared system prompt, for the server's prefix cache).
- * --prompt-tokens L: the prompt is L token ids instead of text, different
- * for every request; --shared-prefix-tokens S: their first S ids are the
- * same for every request.
+ * --prompt-tokens L: the prompt is L token ids (in 100..4999, so any real
+ * vocabulary holds them) instead of text, different for every request; --shared-prefix-tokens S:
+ * their first S ids are the same for every request.
  * --mix SEED: each request's prompt and output lengths are drawn from
  * lognormal distributions shaped like chat traffic (prompt median 200
  * tokens, sigma 0.9, 8 to 2048; output median 150, sigma 0.8, 8 to T),
@@ -49,6 +49,7 @@ typedef struct load {
     pthread_mutex_t mu;
     int next, limit; /* requests handed out / limit */
     int done, failed;
+    char first_error[320];
     long long tokens;
     double *ttft, *itl; /* samples (seconds) */
     size_t n_ttft, n_itl, cap_itl;
@@ -128,7 +129,7 @@ static char *request_body(const load *L, int id, int n_prompt, int max_tokens)
             const uint64_t h = i < L->shared_tokens ? mix64((uint64_t)i)
                                                     : mix64(((uint64_t)id << 32) ^ (uint64_t)i);
             len += (size_t)snprintf(body + len, cap - len, "%s%d", i ? "," : "",
-                                    1000 + (int)(h % 100000));
+                                    100 + (int)(h % 4900));
         }
         len += (size_t)snprintf(body + len, cap - len, "]");
     }
@@ -203,6 +204,12 @@ static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
             *e = '\n';
             scan = (size_t)(e + 2 - all);
         }
+    }
+    if (!done && all) { /* the first failure's response, for the report */
+        pthread_mutex_lock(&L->mu);
+        if (!L->first_error[0])
+            snprintf(L->first_error, sizeof L->first_error, "%.*s", 300, all);
+        pthread_mutex_unlock(&L->mu);
     }
     free(all);
     close(fd);
@@ -365,6 +372,9 @@ int bench_serve_load_main(int argc, char **argv)
                clients, L.done, L.failed, rps, tps, pct(L.ttft, L.n_ttft, 0.5) * 1e3,
                pct(L.ttft, L.n_ttft, 0.99) * 1e3, pct(L.itl, L.n_itl, 0.5) * 1e3,
                pct(L.itl, L.n_itl, 0.99) * 1e3);
+    if (L.failed)
+        fprintf(stderr, "octet bench serve_load: %d requests failed; the first answer: %s\n",
+                L.failed, L.first_error[0] ? L.first_error : "(none: no connection)");
     free(L.ttft);
     free(L.itl);
     free(system);

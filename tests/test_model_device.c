@@ -9,7 +9,10 @@
  *   - `octet eval` perplexity within 0.1% of the CPU's;
  *   - sampling on the device (oct_session_forward_sample): greedy ids equal
  *     to the host argmax of the same device logits, and top-k draws inside
- *     the host's top k.
+ *     the host's top k;
+ *   - CUDA graph buckets: decode steps of 5, 7 and 8 rows (one 8-row graph,
+ *     padded) give their common rows bit-identical logits and write no KV
+ *     for the padding.
  * Without a GPU it prints "skipped: no GPU". */
 #include <math.h>
 #include <stdio.h>
@@ -268,6 +271,89 @@ static void test_device_sampling(void)
     oct_tokenizer_free(tok);
 }
 
+/* Graph buckets.  Three sessions hold the same 8 prompts; then one decode
+ * step over sequences 0-4 (5 rows, padded to the 8-row graph), 0-6 (7
+ * rows, padded) or 0-7 (8 rows, no padding), then a step of sequence 0
+ * alone.  The rule octet keeps on the GPU: a row's logits depend on its own
+ * tokens and on the row count of the graph its pass runs as, not on the
+ * other rows; so sequences 0-4 are bit-identical in all three, and the
+ * padding rows wrote no KV (sequence 0's next step is identical too). */
+#define BK_SEQS 8
+#define BK_CTX 64
+
+static void bucket_prefill(oct_session *s, const int32_t *prompt, int64_t n, float *logits)
+{
+    oct_error e;
+    for (int q = 0; q < BK_SEQS; q++) {
+        int32_t tok[BK_CTX], seq[BK_CTX];
+        int64_t pos[BK_CTX];
+        bool want[BK_CTX] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            tok[i] = prompt[(i + q) % n]; /* a different prompt per sequence */
+            seq[i] = q;
+            pos[i] = i;
+        }
+        want[n - 1] = true;
+        CHECKF(oct_session_forward(s, n, tok, seq, pos, want, logits, &e) == OCT_OK, "prefill: %s",
+               e.message);
+    }
+}
+
+/* A decode step of sequences 0..rows-1 at position n (token 100 + q). */
+static void bucket_step(oct_session *s, int rows, int64_t n, float *logits)
+{
+    int32_t tok[BK_SEQS], seq[BK_SEQS];
+    int64_t pos[BK_SEQS];
+    for (int q = 0; q < rows; q++) {
+        tok[q] = 100 + q;
+        seq[q] = q;
+        pos[q] = n;
+    }
+    oct_error e;
+    CHECKF(oct_session_forward(s, rows, tok, seq, pos, NULL, logits, &e) == OCT_OK, "decode: %s",
+           e.message);
+}
+
+static void test_graph_buckets(void)
+{
+    const scheme fp8 = {"fp8", NULL};
+    oct_model *m = load(&fp8, "cuda");
+    if (!m)
+        return;
+    const int64_t V = oct_model_vocab_size(m);
+    const int32_t prompt[] = {1, 450, 3405, 310, 278, 4272, 1870, 3697, 393, 278, 5144, 2988};
+    const int64_t n = (int64_t)(sizeof prompt / sizeof prompt[0]);
+    const int rows[3] = {5, 7, 8};
+    float *lg[3], *again[3];
+    for (int k = 0; k < 3; k++) {
+        lg[k] = calloc((size_t)(BK_SEQS * V), 4);
+        again[k] = calloc((size_t)V, 4);
+        oct_session *s = NULL;
+        oct_error e;
+        REQUIRE(lg[k] && again[k] && oct_session_create(m, BK_SEQS, BK_CTX, &s, &e) == OCT_OK);
+        REQUIRE(oct_session_capture(s, BK_CTX, BK_SEQS, &e) == OCT_OK);
+        bucket_prefill(s, prompt, n, lg[k]);
+        bucket_step(s, rows[k], n, lg[k]);
+        bucket_step(s, 1, n + 1, again[k]);
+        oct_session_free(s);
+    }
+    int64_t diff = 0, diff_again = 0;
+    for (int k = 1; k < 3; k++) {
+        diff += memcmp(lg[0], lg[k], (size_t)(5 * V) * 4) != 0;
+        diff_again += memcmp(again[0], again[k], (size_t)V * 4) != 0;
+    }
+    printf("  graph buckets: rows 0-4 of 5-, 7- and 8-row steps (one 8-row graph) %s; the next "
+           "step of row 0 %s\n",
+           diff ? "DIFFER" : "bit-identical", diff_again ? "DIFFERS" : "bit-identical");
+    CHECKF(diff == 0 && diff_again == 0, "graph buckets: %lld / %lld comparisons differ",
+           (long long)diff, (long long)diff_again);
+    for (int k = 0; k < 3; k++) {
+        free(lg[k]);
+        free(again[k]);
+    }
+    oct_model_free(m);
+}
+
 static double eval_ppl(const char *device, const scheme *sc)
 {
     const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
@@ -310,5 +396,6 @@ int main(void)
     RUN(test_logits_and_greedy);
     RUN(test_eval_perplexity);
     RUN(test_device_sampling);
+    RUN(test_graph_buckets);
     return testlib_finish();
 }

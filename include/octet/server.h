@@ -25,7 +25,10 @@ typedef struct oct_server_opts {
     int max_num_seqs;                /* sequences in the running batch (default 32) */
     int64_t max_model_len;           /* prompt + output tokens (default: the model's limit) */
     int64_t max_num_batched_tokens;  /* tokens per forward pass (default 512) */
-    int64_t kv_cache_tokens;         /* KV pool size in tokens; 0: max_num_seqs full sequences */
+    int64_t kv_cache_tokens;         /* KV pool size in tokens; 0: max_num_seqs full sequences,
+                                        or on a GPU what gpu_memory_utilization leaves */
+    double gpu_memory_utilization;   /* share of the GPU's memory for the model, workspaces
+                                        and KV pool (vLLM's; default 0.9; the CPU: unused) */
     int64_t max_waiting;             /* queued sequences before 503 (default 1024) */
     int max_connections;             /* concurrent HTTP connections (default 256) */
     int idle_timeout_s;              /* close a connection idle this long (default 60) */

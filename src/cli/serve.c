@@ -29,7 +29,10 @@ static void usage(FILE *f)
             "  --max-model-len N           prompt + output tokens (default: the model's)\n"
             "  --max-num-batched-tokens N  tokens per forward pass (default 512)\n"
             "  --kv-cache-tokens N         KV-cache size in tokens (default: enough for\n"
-            "                              max-num-seqs full-length sequences)\n"
+            "                              max-num-seqs full-length sequences; on a GPU\n"
+            "                              at most what --gpu-memory-utilization leaves)\n"
+            "  --gpu-memory-utilization F  share of the GPU's memory for the model,\n"
+            "                              workspaces and KV cache (default 0.9)\n"
             "  --max-waiting N             queued sequences before 503 (default 1024)\n"
             "  --[no-]enable-prefix-caching  reuse the KV blocks of prompts seen before\n"
             "                              (default on)\n"
@@ -160,6 +163,15 @@ static int serve_flag(oct_server_opts *so, double *grace, const char *f, const c
             return 2;
         }
         so->allowed_hosts = v;
+    } else if (strcmp(f, "--gpu-memory-utilization") == 0) {
+        char *end = NULL;
+        so->gpu_memory_utilization = strtod(v, &end);
+        if (!end || *end || !(so->gpu_memory_utilization > 0.0) ||
+            so->gpu_memory_utilization > 1.0) {
+            fprintf(stderr, "octet serve: --gpu-memory-utilization must be in (0, 1], not '%s'\n",
+                    v);
+            return 2;
+        }
     } else if (strcmp(f, "--shutdown-grace") == 0) {
         *grace = strtod(v, NULL);
     } else if (strcmp(f, "--request-header-timeout") == 0) {

@@ -750,8 +750,27 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
         s->o.max_waiting = 1024;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    oct_status st = oct_session_create_pool(m, s->o.max_num_seqs, s->o.max_model_len,
-                                            s->o.kv_blocks, &s->sess, err);
+    const int64_t batch = s->o.max_num_batched_tokens + s->o.max_num_seqs;
+    oct_status st = OCT_OK;
+    if (s->o.kv_blocks <= 0) {
+        const int64_t fit =
+            oct_session_blocks_for_memory(m, s->o.gpu_memory_utilization, batch, err);
+        if (fit < 0) {
+            st = err->status;
+            goto fail;
+        }
+        if (fit > 0 && fit < blocks_for(s->o.max_model_len)) {
+            st = oct_error_set(err, OCT_ERR_NOMEM, -1,
+                               "--gpu-memory-utilization %.2f leaves KV room for %lld tokens, "
+                               "fewer than one sequence of --max-model-len %lld",
+                               s->o.gpu_memory_utilization, (long long)fit * KV_BLOCK,
+                               (long long)s->o.max_model_len);
+            goto fail;
+        }
+        s->o.kv_blocks = fit;
+    }
+    st = oct_session_create_pool(m, s->o.max_num_seqs, s->o.max_model_len, s->o.kv_blocks, &s->sess,
+                                 err);
     if (st != OCT_OK)
         goto fail;
     oct_session_set_prefix_caching(s->sess, s->o.prefix_caching);
@@ -759,8 +778,7 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
     oct_sampling_default(&plain);
     s->device_draws = oct_session_samples_on_device(s->sess, &plain);
     /* the batch's workspace at its largest, and the decode graphs, now */
-    st = oct_session_capture(s->sess, s->o.max_num_batched_tokens + s->o.max_num_seqs,
-                             s->o.max_num_seqs, err);
+    st = oct_session_capture(s->sess, batch, s->o.max_num_seqs, err);
     if (st != OCT_OK)
         goto fail;
     s->eos = oct_calloc((size_t)OCT_MAX(s->o.n_eos, 1), sizeof(int32_t));

@@ -104,11 +104,20 @@ oct_status oct_session_forward_draw(oct_session *s, int64_t n, const int32_t *to
                                     const oct_sample_req *req, int32_t *ids, float *logprobs,
                                     float *logits, oct_error *err);
 
+/* The KV blocks that fit in util (0, 1] of the device's memory, beside
+ * what is in use now (the model) and a workspace for batch_tokens; 0 on a
+ * device that does not report its memory (the CPU) or with util 0, -1 and
+ * err when none fit. */
+int64_t oct_session_blocks_for_memory(const oct_model *m, double util, int64_t batch_tokens,
+                                      oct_error *err);
+
 typedef struct oct_sched_opts {
     int max_num_seqs;               /* running sequences at once */
     int64_t max_model_len;          /* tokens per sequence (prompt + output) */
     int64_t max_num_batched_tokens; /* tokens per forward pass (prefill chunk budget) */
     int64_t kv_blocks;              /* KV pool in 16-token blocks; <= 0: full size */
+    double gpu_memory_utilization;  /* with kv_blocks <= 0 on a GPU: the pool fills this share
+                                       of its memory (oct_session_blocks_for_memory); 0: off */
     int64_t max_waiting;            /* queue bound: submit fails with OCT_ERR_LIMIT beyond it */
     bool prefix_caching;            /* full blocks of earlier sequences are reused (kv_pool.h) */
     const int32_t *eos_ids;         /* [n_eos] */

@@ -266,6 +266,43 @@ static oct_status reserve_ws(oct_session *s, int64_t n, oct_error *err)
     return OCT_OK;
 }
 
+/* What a forward pass holds beside its activations: the backend's
+ * workspaces, logits rows, CUDA graphs and library handles. */
+#define WS_MARGIN (1536ull << 20)
+
+int64_t oct_session_blocks_for_memory(const oct_model *m, double util, int64_t batch_tokens,
+                                      oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    size_t free_b = 0, total = 0;
+    if (!op->mem_info || util <= 0.0)
+        return 0;
+    if (util > 1.0 || op->mem_info(m->be, &free_b, &total) != OCT_OK || total == 0)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "--gpu-memory-utilization %g: must be in (0, 1] on a device that "
+                             "reports its memory",
+                             util);
+    const oct_arch *a = &m->arch;
+    const double block = 2.0 * (double)a->n_layers * KV_BLOCK *
+                         (double)(a->n_kv_heads * a->head_dim) *
+                         (double)oct_kv_dtype_bytes(m->kv_dtype);
+    const double used = (double)(total - free_b),
+                 ws = (double)oct_fwd_ws_bytes(m, batch_tokens) + (double)WS_MARGIN;
+    const double left = util * (double)total - used - ws;
+    const int64_t n = left > 0 ? (int64_t)(left / block) : 0;
+    OCT_INFO("KV cache sized by --gpu-memory-utilization %.2f: %.1f GB of the device's %.1f GB, "
+             "less %.1f GB in use (the model) and %.1f GB of workspace, leaves %.1f GB: %lld "
+             "blocks (%lld tokens)",
+             util, util * (double)total / 1e9, (double)total / 1e9, used / 1e9, ws / 1e9,
+             left > 0 ? left / 1e9 : 0.0, (long long)n, (long long)n * KV_BLOCK);
+    if (n < 1)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1,
+                             "--gpu-memory-utilization %.2f leaves no room for a KV cache (%.1f GB "
+                             "in use, %.1f GB of workspace, %.1f GB allowed)",
+                             util, used / 1e9, ws / 1e9, util * (double)total / 1e9);
+    return n;
+}
+
 oct_status oct_session_capture(oct_session *s, int64_t max_batch_tokens, int64_t max_rows,
                                oct_error *err)
 {

@@ -217,6 +217,8 @@ typedef struct oct_backend_ops {
      * bucket: n <= it; the model pads the batch with rows of position -1,
      * which write no KV and attend to nothing), or 0: n rows run eagerly. */
     int64_t (*graph_rows)(oct_backend *be, const oct_kv_view *kv, int64_t n);
+    /* The device's free and total memory (NULL on the CPU). */
+    oct_status (*mem_info)(oct_backend *be, size_t *free_bytes, size_t *total_bytes);
     /* The graphs ws holds and the device memory they took. */
     void (*graph_stats)(oct_backend *be, const oct_backend_ws *ws, int *n_graphs, size_t *bytes);
 } oct_backend_ops;

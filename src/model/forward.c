@@ -54,6 +54,30 @@ static void fwd_dims(const oct_arch *a, int64_t max_tokens, int64_t max_ctx, oct
     }
 }
 
+/* The activation buffers' bytes: x (f32), h, qkv, att, o, mlp, act. */
+#define WS_BUFS 7
+static void ws_sizes(const oct_fwd_dims *d, size_t A, size_t bytes[WS_BUFS])
+{
+    const size_t T = (size_t)d->max_tokens, H = (size_t)d->hidden, I = (size_t)d->intermediate;
+    const size_t qd = (size_t)(d->n_heads * d->head_dim),
+                 kvd = (size_t)(d->n_kv_heads * d->head_dim);
+    const size_t per_row[WS_BUFS] = {H * 4,     H * A, (qd + 2 * kvd) * A, qd * A, H * A,
+                                     2 * I * A, I * A};
+    for (int i = 0; i < WS_BUFS; i++)
+        bytes[i] = T * per_row[i];
+}
+
+size_t oct_fwd_ws_bytes(const oct_model *m, int64_t max_tokens)
+{
+    oct_fwd_dims d;
+    fwd_dims(&m->arch, max_tokens, 1, &d);
+    size_t bytes[WS_BUFS], sum = 0;
+    ws_sizes(&d, m->be->ops->act_bytes, bytes);
+    for (int i = 0; i < WS_BUFS; i++)
+        sum += bytes[i];
+    return sum;
+}
+
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
                              oct_fwd_ws **out)
 {
@@ -66,21 +90,17 @@ oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max
     ws->be = m->be;
     ws->max_tokens = max_tokens;
     ws->max_ctx = max_ctx;
-    size_t T = (size_t)max_tokens, A = m->be->ops->act_bytes, H = (size_t)d.hidden;
-    size_t qd = (size_t)(d.n_heads * d.head_dim), kvd = (size_t)(d.n_kv_heads * d.head_dim);
-    size_t I = (size_t)d.intermediate;
+    size_t bytes[WS_BUFS];
+    ws_sizes(&d, m->be->ops->act_bytes, bytes);
+    void **bufs[WS_BUFS] = {(void **)&ws->x, &ws->h,   &ws->qkv, &ws->att,
+                            &ws->o,          &ws->mlp, &ws->act};
     bool ok = true;
-    ws->x = ws_buf(ws, T * H, 4, &ok);
-    ws->h = ws_buf(ws, T * H, A, &ok);
-    ws->qkv = ws_buf(ws, T * (qd + 2 * kvd), A, &ok);
-    ws->att = ws_buf(ws, T * qd, A, &ok);
-    ws->o = ws_buf(ws, T * H, A, &ok);
-    ws->mlp = ws_buf(ws, T * 2 * I, A, &ok);
-    ws->act = ws_buf(ws, T * I, A, &ok);
-    ws->rows = oct_malloc(T * sizeof(int64_t));
-    ws->pad_tok = oct_malloc(T * sizeof(int32_t));
-    ws->pad_seq = oct_malloc(T * sizeof(int32_t));
-    ws->pad_pos = oct_malloc(T * sizeof(int64_t));
+    for (int i = 0; i < WS_BUFS; i++)
+        *bufs[i] = ws_buf(ws, bytes[i], 1, &ok);
+    ws->rows = oct_malloc((size_t)max_tokens * sizeof(int64_t));
+    ws->pad_tok = oct_malloc((size_t)max_tokens * sizeof(int32_t));
+    ws->pad_seq = oct_malloc((size_t)max_tokens * sizeof(int32_t));
+    ws->pad_pos = oct_malloc((size_t)max_tokens * sizeof(int64_t));
     oct_error e;
     if (!ok || !ws->rows || !ws->pad_tok || !ws->pad_seq || !ws->pad_pos ||
         m->be->ops->ws_create(m->be, &d, &ws->ops, &e) != OCT_OK) {

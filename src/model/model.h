@@ -171,6 +171,9 @@ typedef struct oct_fwd_ws oct_fwd_ws;
 oct_status oct_fwd_ws_create(const oct_model *m, int64_t max_tokens, int64_t max_ctx,
                              oct_fwd_ws **out);
 void oct_fwd_ws_free(oct_fwd_ws *ws);
+/* The activation bytes of a workspace for max_tokens (the backend's own
+ * scratch not counted). */
+size_t oct_fwd_ws_bytes(const oct_model *m, int64_t max_tokens);
 
 /* One forward pass over n tokens (see oct_session_forward). */
 oct_status oct_forward(const oct_model *m, oct_kv_view *kv, oct_fwd_ws *ws, int64_t n,

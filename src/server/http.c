@@ -126,6 +126,7 @@ void oct_server_opts_default(oct_server_opts *o)
     o->request_body_timeout_s = 60;
     o->request_body_min_rate = 1024;
     o->enable_prefix_caching = true;
+    o->gpu_memory_utilization = 0.9;
 }
 
 static double now_s(void)
@@ -1025,6 +1026,7 @@ static oct_status start_engine(oct_server *s, oct_error *err)
     so.kv_blocks = s->o.kv_cache_tokens > 0 ? oct_ceil_div(s->o.kv_cache_tokens, 16) : 0;
     so.max_waiting = s->o.max_waiting;
     so.prefix_caching = s->o.enable_prefix_caching;
+    so.gpu_memory_utilization = s->o.gpu_memory_utilization;
     so.eos_ids = s->eos;
     so.n_eos = s->n_eos;
     so.on_ttft = obs_ttft;

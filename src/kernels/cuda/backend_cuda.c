@@ -703,6 +703,12 @@ static int64_t cu_graph_rows(oct_backend *be, const oct_kv_view *kv, int64_t n)
     return (n + 15) / 16 * 16;
 }
 
+static oct_status cu_mem_info(oct_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    return oct_cuda_mem_info(free_bytes, total_bytes);
+}
+
 static void cu_graph_stats(oct_backend *be, const oct_backend_ws *ws, int *n_graphs, size_t *bytes)
 {
     (void)be;
@@ -741,6 +747,7 @@ static const oct_backend_ops k_cuda_ops = {
     .graph_end = cu_graph_end,
     .graph_rows = cu_graph_rows,
     .graph_stats = cu_graph_stats,
+    .mem_info = cu_mem_info,
 };
 
 static void cu_destroy(oct_backend *be)
