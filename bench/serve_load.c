@@ -175,7 +175,7 @@ static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
     size_t cap_b = 1 << 16, len = 0, scan = 0;
     char *all = malloc(cap_b);
     int events = 0;
-    bool done = false;
+    bool done = false, aborted = false;
     *n_tokens = 0;
     while (all) {
         if (len + 8192 + 1 > cap_b) {
@@ -195,6 +195,13 @@ static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
             char *e = strstr(p, "\n\n");
             *e = 0;
             const char *u = strstr(p, "\"completion_tokens\":");
+            if (strstr(p, "\"finish_reason\":\"abort\"") || strstr(p, "{\"error\"")) {
+                aborted = true; /* the server ended it: an engine error */
+                pthread_mutex_lock(&L->mu);
+                if (!L->first_error[0])
+                    snprintf(L->first_error, sizeof L->first_error, "%.*s", 300, p);
+                pthread_mutex_unlock(&L->mu);
+            }
             if (strncmp(p + 6, "[DONE]", 6) == 0)
                 done = true;
             else if (u)
@@ -213,7 +220,7 @@ static int one_request(load *L, int id, double *times, int cap, int *n_tokens)
     }
     free(all);
     close(fd);
-    return done ? events : -1;
+    return done && !aborted ? events : -1;
 }
 
 static int cmp_d(const void *a, const void *b)

@@ -271,13 +271,15 @@ static void test_device_sampling(void)
     oct_tokenizer_free(tok);
 }
 
-/* Graph buckets.  Three sessions hold the same 8 prompts; then one decode
- * step over sequences 0-4 (5 rows, padded to the 8-row graph), 0-6 (7
- * rows, padded) or 0-7 (8 rows, no padding), then a step of sequence 0
- * alone.  The rule octet keeps on the GPU: a row's logits depend on its own
- * tokens and on the row count of the graph its pass runs as, not on the
- * other rows; so sequences 0-4 are bit-identical in all three, and the
- * padding rows wrote no KV (sequence 0's next step is identical too). */
+/* Graph buckets.  Three device sessions and one CPU session hold the same 8
+ * prompts; then one decode step over sequences 0-4 (5 rows, padded to the
+ * 8-row graph), 0-6 (7 rows, padded) or 0-7 (8 rows, no padding; the CPU
+ * too), then a step of sequence 0 alone (the 1-row graph).  The rule octet
+ * keeps on the GPU: a row's logits depend on its own tokens and on the row
+ * count of the graph its pass runs as, not on the other rows; so rows 0-4
+ * are bit-identical in the three device sessions, and so is the next step
+ * (the padding wrote no KV).  Both steps agree with the CPU within
+ * LOGIT_TOL (the graphs read and write the buffers they should). */
 #define BK_SEQS 8
 #define BK_CTX 64
 
@@ -314,23 +316,39 @@ static void bucket_step(oct_session *s, int rows, int64_t n, float *logits)
            e.message);
 }
 
+/* max |a - b| over n logits, as a share of b's range */
+static double logit_gap(const float *a, const float *b, int64_t n)
+{
+    double lo = INFINITY, hi = -INFINITY, d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        lo = fmin(lo, (double)b[i]);
+        hi = fmax(hi, (double)b[i]);
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    }
+    return d / (hi - lo);
+}
+
 static void test_graph_buckets(void)
 {
     const scheme fp8 = {"fp8", NULL};
-    oct_model *m = load(&fp8, "cuda");
-    if (!m)
+    oct_model *md = load(&fp8, "cuda"), *mc = load(&fp8, "cpu");
+    if (!md || !mc) {
+        oct_model_free(md);
+        oct_model_free(mc);
         return;
-    const int64_t V = oct_model_vocab_size(m);
+    }
+    const int64_t V = oct_model_vocab_size(md);
     const int32_t prompt[] = {1, 450, 3405, 310, 278, 4272, 1870, 3697, 393, 278, 5144, 2988};
     const int64_t n = (int64_t)(sizeof prompt / sizeof prompt[0]);
-    const int rows[3] = {5, 7, 8};
-    float *lg[3], *again[3];
-    for (int k = 0; k < 3; k++) {
+    const int rows[4] = {5, 7, 8, 8}; /* the last on the CPU */
+    float *lg[4], *again[4];
+    for (int k = 0; k < 4; k++) {
         lg[k] = calloc((size_t)(BK_SEQS * V), 4);
         again[k] = calloc((size_t)V, 4);
         oct_session *s = NULL;
         oct_error e;
-        REQUIRE(lg[k] && again[k] && oct_session_create(m, BK_SEQS, BK_CTX, &s, &e) == OCT_OK);
+        REQUIRE(lg[k] && again[k] &&
+                oct_session_create(k < 3 ? md : mc, BK_SEQS, BK_CTX, &s, &e) == OCT_OK);
         REQUIRE(oct_session_capture(s, BK_CTX, BK_SEQS, &e) == OCT_OK);
         bucket_prefill(s, prompt, n, lg[k]);
         bucket_step(s, rows[k], n, lg[k]);
@@ -342,16 +360,22 @@ static void test_graph_buckets(void)
         diff += memcmp(lg[0], lg[k], (size_t)(5 * V) * 4) != 0;
         diff_again += memcmp(again[0], again[k], (size_t)V * 4) != 0;
     }
-    printf("  graph buckets: rows 0-4 of 5-, 7- and 8-row steps (one 8-row graph) %s; the next "
-           "step of row 0 %s\n",
-           diff ? "DIFFER" : "bit-identical", diff_again ? "DIFFERS" : "bit-identical");
+    double gap = logit_gap(again[0], again[3], V);
+    for (int q = 0; q < 5; q++)
+        gap = fmax(gap, logit_gap(lg[0] + q * V, lg[3] + q * V, V));
+    printf("  graph buckets: rows 0-4 of 5-, 7- and 8-row steps (one 8-row graph) %s, the next "
+           "step of row 0 %s; against the CPU %.4f of the range (tolerance %.2f)\n",
+           diff ? "DIFFER" : "bit-identical", diff_again ? "DIFFERS" : "bit-identical", gap,
+           LOGIT_TOL);
     CHECKF(diff == 0 && diff_again == 0, "graph buckets: %lld / %lld comparisons differ",
            (long long)diff, (long long)diff_again);
-    for (int k = 0; k < 3; k++) {
+    CHECKF(gap <= LOGIT_TOL, "graph buckets: %.4f of the range from the CPU", gap);
+    for (int k = 0; k < 4; k++) {
         free(lg[k]);
         free(again[k]);
     }
-    oct_model_free(m);
+    oct_model_free(md);
+    oct_model_free(mc);
 }
 
 static double eval_ppl(const char *device, const scheme *sc)

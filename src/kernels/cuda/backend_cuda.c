@@ -315,6 +315,37 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     return OCT_OK;
 }
 
+/* The logits rows and sampling buffers, for n_out rows (at least a graph's
+ * worth).  The graphs recorded so far write the old logits buffer: they go,
+ * and are recorded again when their sizes come back. */
+static oct_status grow_logits(oct_backend_ws *ws, int64_t n_out, oct_error *err)
+{
+    void **bufs[] = {(void **)&ws->logits, (void **)&ws->d_params, (void **)&ws->d_ids,
+                     (void **)&ws->d_logprobs};
+    const size_t per_row[] = {(size_t)ws->d.vocab * 4, sizeof(oct_cuda_sample_params), 4, 4};
+    n_out = OCT_MAX(n_out, OCT_MIN(ws->d.max_tokens, MAX_GRAPH_ROWS));
+    for (int i = 0; i < ws->n_graphs; i++)
+        oct_cuda_graph_destroy(ws->graphs[i].exec);
+    if (ws->n_graphs)
+        OCT_DEBUG("%d CUDA graphs dropped: the logits buffer grows to %lld rows", ws->n_graphs,
+                  (long long)n_out);
+    ws->n_graphs = 0;
+    ws->n_seen = 0;
+    ws->graph_bytes = 0;
+    ws->logits_rows = 0;
+    for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++) {
+        oct_cuda_free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+    oct_cuda_host_free(ws->h_params);
+    ws->h_params = NULL;
+    for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
+        CK(oct_cuda_malloc(bufs[i], (size_t)n_out * per_row[i]), "logits buffers");
+    CK(oct_cuda_host_alloc((void **)&ws->h_params, (size_t)n_out * per_row[1]), "sampling staging");
+    ws->logits_rows = n_out;
+    return OCT_OK;
+}
+
 /* Uploads the batch: tokens, positions, each row's batch-local sequence, its
  * cache slot, the rows wanted, and the block tables of the batch's sequences
  * (rows of one sequence share a table row). */
@@ -361,23 +392,8 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
     if (ws->n_tiles < 0)
         return oct_error_set(err, OCT_ERR_INTERNAL, -1, "attention plan of %lld rows",
                              (long long)n);
-    if (n_out > ws->logits_rows) {
-        void **bufs[] = {(void **)&ws->logits, (void **)&ws->d_params, (void **)&ws->d_ids,
-                         (void **)&ws->d_logprobs};
-        const size_t per_row[] = {(size_t)ws->d.vocab * 4, sizeof(oct_cuda_sample_params), 4, 4};
-        ws->logits_rows = 0;
-        for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++) {
-            oct_cuda_free(*bufs[i]);
-            *bufs[i] = NULL;
-        }
-        oct_cuda_host_free(ws->h_params);
-        ws->h_params = NULL;
-        for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
-            CK(oct_cuda_malloc(bufs[i], (size_t)n_out * per_row[i]), "logits buffers");
-        CK(oct_cuda_host_alloc((void **)&ws->h_params, (size_t)n_out * per_row[1]),
-           "sampling staging");
-        ws->logits_rows = n_out;
-    }
+    if (n_out > ws->logits_rows && grow_logits(ws, n_out, err) != OCT_OK)
+        return err->status;
     /* from pinned staging, enqueued: the GPU copies while the host goes on to
      * enqueue the pass (the previous pass ended with a synchronous read back) */
     int32_t *h_tok = h_drows + T;

@@ -28,6 +28,13 @@ extern "C" bool oct_cuda_available(void)
     return avail;
 }
 
+// A runtime call's status, its CUDA error text kept for the caller's message
+// (oct_cuda_ops_last_error).
+static oct_status cuda_status(cudaError_t e, oct_status st, const char *what)
+{
+    return e == cudaSuccess ? OCT_OK : oct_cuda_ops_fail(st, "%s: %s", what, cudaGetErrorString(e));
+}
+
 extern "C" oct_status oct_cuda_malloc(void **out, size_t bytes)
 {
     if (!out)
@@ -35,7 +42,7 @@ extern "C" oct_status oct_cuda_malloc(void **out, size_t bytes)
     *out = NULL;
     if (bytes == 0)
         bytes = 1;
-    return cudaMalloc(out, bytes) == cudaSuccess ? OCT_OK : OCT_ERR_NOMEM;
+    return cuda_status(cudaMalloc(out, bytes), OCT_ERR_NOMEM, "cudaMalloc");
 }
 
 extern "C" void oct_cuda_free(void *p)
@@ -46,19 +53,19 @@ extern "C" void oct_cuda_free(void *p)
 
 extern "C" oct_status oct_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes)
 {
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? OCT_OK
-                                                                              : OCT_ERR_INTERNAL;
+    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), OCT_ERR_INTERNAL,
+                       "cudaMemcpy to the device");
 }
 
 extern "C" oct_status oct_cuda_memzero(void *dst, size_t bytes)
 {
-    return cudaMemset(dst, 0, bytes) == cudaSuccess ? OCT_OK : OCT_ERR_INTERNAL;
+    return cuda_status(cudaMemset(dst, 0, bytes), OCT_ERR_INTERNAL, "cudaMemset");
 }
 
 extern "C" oct_status oct_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes)
 {
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? OCT_OK
-                                                                              : OCT_ERR_INTERNAL;
+    return cuda_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), OCT_ERR_INTERNAL,
+                       "cudaMemcpy from the device");
 }
 
 bool oct_cuda_device_is_sm90(void)

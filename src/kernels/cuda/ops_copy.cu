@@ -73,7 +73,10 @@ extern "C" oct_status oct_cuda_add_bias_bf16(uint16_t *y, const float *bias, int
 
 extern "C" oct_status oct_cuda_synchronize(void)
 {
-    return cudaDeviceSynchronize() == cudaSuccess ? OCT_OK : OCT_ERR_INTERNAL;
+    const cudaError_t e = cudaDeviceSynchronize();
+    return e == cudaSuccess ? OCT_OK
+                            : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "cudaDeviceSynchronize: %s",
+                                                cudaGetErrorString(e));
 }
 
 extern "C" oct_status oct_cuda_mem_info(size_t *free_bytes, size_t *total_bytes)
@@ -148,10 +151,12 @@ extern "C" oct_status oct_cuda_upload_async(void *dst, const void *src, size_t b
 {
     if (bytes == 0)
         return OCT_OK;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, oct_cuda_stream(stream)) ==
-                   cudaSuccess
+    const cudaError_t e =
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, oct_cuda_stream(stream));
+    return e == cudaSuccess
                ? OCT_OK
-               : OCT_ERR_INTERNAL;
+               : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "cudaMemcpyAsync to the device: %s",
+                                   cudaGetErrorString(e));
 }
 
 extern "C" void oct_cuda_profiler(bool on)
