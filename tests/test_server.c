@@ -13,6 +13,7 @@
  * slow bodies) and 300 concurrent streams. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -1163,6 +1164,50 @@ static void *par_main(void *arg)
     return NULL;
 }
 
+/* On the GPU a request's greedy text may change with the batch it ran in
+ * (docs/SERVER.md, batch invariance): only at a near-tie.  Request i alone,
+ * not streamed, with the top 2 log-probabilities: the token where `par`
+ * leaves it must have a top-2 margin below NEAR_TIE nats.  Returns the
+ * margin, or -1 when it cannot be read. */
+#define NEAR_TIE 0.25
+
+static double divergence_margin(int port, const char *body, const char *par_text)
+{
+    char b2[640];
+    snprintf(b2, sizeof b2, "%.*s,\"logprobs\":2}", (int)(strstr(body, ",\"stream\"") - body),
+             body);
+    resp r;
+    double margin = -1.0;
+    json_t *o = NULL;
+    if (http(port, "POST", "/v1/completions", NULL, b2, &r) && r.body)
+        o = json_loads(r.body, 0, NULL);
+    json_t *lp = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "logprobs");
+    json_t *toks = json_object_get(lp, "tokens"), *top = json_object_get(lp, "top_logprobs");
+    size_t off = 0;
+    for (size_t i = 0; i < json_array_size(toks); i++) {
+        const char *t = json_string_value(json_array_get(toks, i));
+        const size_t n = t ? strlen(t) : 0;
+        if (t && strncmp(par_text + off, t, n) == 0 && strlen(par_text + off) >= n) {
+            off += n;
+            continue;
+        }
+        double a = -INFINITY, b2nd = -INFINITY;
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_array_get(top, i), k, v)
+        {
+            const double x = json_number_value(v);
+            b2nd = x > a ? a : fmax(b2nd, x);
+            a = fmax(a, x);
+        }
+        margin = isfinite(b2nd) ? a - b2nd : -1.0;
+        break;
+    }
+    json_decref(o);
+    resp_free(&r);
+    return margin;
+}
+
 static void test_concurrency_matches_serial(void)
 {
     const char *args[] = {"--max-num-seqs",
@@ -1196,6 +1241,8 @@ static void test_concurrency_matches_serial(void)
     double preempt = metric(s.port, "octet_num_preemptions_total");
     double steps_par = metric(s.port, "octet_engine_steps_total");
     int same = 0;
+    /* the CPU keeps batch invariance; the GPU keeps it up to near-ties */
+    const bool gpu = getenv("OCTET_DEVICE") && strcmp(getenv("OCTET_DEVICE"), "cuda") == 0;
     t0 = now_s();
     for (int i = 0; i < N_PAR; i++) {
         par one = p[i];
@@ -1203,8 +1250,17 @@ static void test_concurrency_matches_serial(void)
         par_main(&one);
         CHECKF(p[i].done && one.done, "request %d did not finish", i);
         bool eq = p[i].text && one.text && strcmp(p[i].text, one.text) == 0;
-        CHECKF(eq, "request %d: parallel '%s' vs alone '%s'", i, p[i].text ? p[i].text : "",
-               one.text ? one.text : "");
+        if (!eq && gpu && p[i].text) {
+            const double m = divergence_margin(s.port, p[i].body, p[i].text);
+            printf("  request %d differs from its run alone at a top-2 margin of %.4f nats "
+                   "(near-tie below %.2f)\n",
+                   i, m, NEAR_TIE);
+            CHECKF(m >= 0 && m < NEAR_TIE, "request %d: parallel '%s' vs alone '%s', margin %.3f",
+                   i, p[i].text, one.text ? one.text : "", m);
+        } else {
+            CHECKF(eq, "request %d: parallel '%s' vs alone '%s'", i, p[i].text ? p[i].text : "",
+                   one.text ? one.text : "");
+        }
         same += eq;
         free(one.text);
         free(p[i].text);

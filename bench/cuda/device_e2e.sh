@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # device_e2e.sh — one call on the GPU machine for the whole model on the device:
 # the cross-backend op test and compute-sanitizer memcheck on it, the whole-model
-# test against the CPU backend, the end-to-end benchmark, and per-kernel
+# test against the CPU backend, the server's tests on the GPU, the end-to-end
+# benchmark, the serving benchmark (bench_serve.py), and per-kernel
 # profiles of a decode step and a prefill.  Everything comes from build/devpack.tar.xz, made
 # on the development machine by
 #
@@ -21,7 +22,7 @@
 #   SERVE_ARGS arguments of bench_serve.py for the "serve" step (default: all of it);
 #              it takes the real Llama 3 tokenizer from build/llama3_tokenizer.tar.xz
 #              (tools/pack_device.sh --tokenizer makes it)
-#   T_OPS, T_MEMCHECK, T_MODEL, T_BENCH, T_SERVE, T_PROFILE  time limits in seconds
+#   T_OPS, T_MEMCHECK, T_MODEL, T_SERVER, T_BENCH, T_SERVE, T_PROFILE  time limits in seconds
 set -uo pipefail
 OUT=${OUT:-build/cuda_bench/e2e}
 STEPS=${STEPS:-ops memcheck model bench profile}
@@ -54,6 +55,14 @@ if want model; then
     BUILD=$D OCTET_DEVICE= timeout ${T_MODEL:-200} "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
     echo "test_model_device rc=$?" | tee -a "$OUT/model_device.log"
     grep -E "logits|greedy|eval ppl|FAIL|passed" "$OUT/model_device.log" | head -40
+fi
+if want server; then
+    # the server's black-box tests (openai npm client included where node exists) against
+    # the GPU backend: models/demo on the device
+    stamp "test_server on the GPU"
+    BUILD=$D OCTET_DEVICE=cuda timeout ${T_SERVER:-240} "$D/run" tests/test_server >"$OUT/server.log" 2>&1
+    echo "test_server rc=$?" | tee -a "$OUT/server.log"
+    grep -E "^FAIL|not ok|passed|differs from" "$OUT/server.log" | head -20
 fi
 if want bench; then
     stamp "bench_e2e.py ${E2E_ARGS:=--quick --no-torch}"
