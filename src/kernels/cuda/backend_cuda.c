@@ -301,6 +301,9 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
     if (ws->sync && oct_cuda_memzero(ws->sync, sync_bytes) != OCT_OK)
         ok = false;
     ws->tmp = dev_buf(T * (size_t)widest * 2, &ok);
+    /* the linears' activation codes for the largest batch, before any graph */
+    if (ok && oct_cuda_ctx_reserve(impl(be)->ctx, (int64_t)T, kmax) != OCT_OK)
+        ok = false;
     if (oct_cuda_host_alloc((void **)&ws->h_buf, 8 * T * sizeof(int32_t)) != OCT_OK ||
         oct_cuda_host_alloc((void **)&ws->h_tables, T * (size_t)ws->max_blocks * sizeof(int32_t)) !=
             OCT_OK)

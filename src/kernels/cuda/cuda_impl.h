@@ -471,8 +471,10 @@ oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, 
                             oct_scale_kind ka, const float *sa, const uint8_t *w, oct_scale_kind kw,
                             const float *sw, uint16_t *y, cudaStream_t st);
 void oct_cuda_lt_free_plans(oct_cuda_ctx *ctx);
-/* Grows a device scratch buffer (contents not kept). */
-oct_status oct_cuda_grow(void **buf, size_t *have, size_t need);
+/* Grows a device scratch buffer of c (contents not kept).  The old buffer
+ * stays allocated until c goes: a CUDA graph captured earlier holds its
+ * address and replays into it. */
+oct_status oct_cuda_grow(oct_cuda_ctx *c, void **buf, size_t *have, size_t need);
 /* 1x128 group quantizer with a scale stride choice (quant.cu): scale index
  * row * rs + kb * ks. */
 oct_status oct_cuda_quant_groups_strided(const void *x, int64_t m, int64_t k, void *q, float *scale,

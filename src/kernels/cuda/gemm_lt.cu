@@ -231,7 +231,7 @@ oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, 
         // on the H200 while K % 512 == 0 was right): a padded copy per call
         // (ceil(n/128) x nkb4 floats).
         const int64_t nb = (n + 127) / 128;
-        oct_status s = oct_cuda_grow((void **)&ctx->swpad, &ctx->swpad_bytes,
+        oct_status s = oct_cuda_grow(ctx, (void **)&ctx->swpad, &ctx->swpad_bytes,
                                      (size_t)(nb * nkb4) * sizeof(float));
         if (s != OCT_OK)
             return s;
@@ -256,8 +256,8 @@ oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, 
         if (p->ok && tune_plan(ctx, p, a, sa, w, sw, y, st) == OCT_OK)
             t_row = p->best_ms;
         if (q->ok &&
-            oct_cuda_grow((void **)&ctx->d32, &ctx->d32_bytes, (size_t)(m * n) * sizeof(float)) ==
-                OCT_OK &&
+            oct_cuda_grow(ctx, (void **)&ctx->d32, &ctx->d32_bytes,
+                          (size_t)(m * n) * sizeof(float)) == OCT_OK &&
             tune_plan(ctx, q, a, ctx->one, w, ctx->one, ctx->d32, st) == OCT_OK)
             // + the epilogue pass (f32 in, bf16 out at ~3 TB/s) and its launch
             t_epi = q->best_ms + (float)((double)(m * n) * 6.0 / 3e12 * 1e3) + 0.003f;
@@ -283,7 +283,7 @@ oct_status oct_cuda_lt_gemm(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k, 
     if (!q->ok)
         return OCT_ERR_UNSUPPORTED;
     oct_status s =
-        oct_cuda_grow((void **)&ctx->d32, &ctx->d32_bytes, (size_t)(m * n) * sizeof(float));
+        oct_cuda_grow(ctx, (void **)&ctx->d32, &ctx->d32_bytes, (size_t)(m * n) * sizeof(float));
     if (s != OCT_OK)
         return s;
     s = run_plan(ctx, q, a, ctx->one, w, ctx->one, ctx->d32, st);

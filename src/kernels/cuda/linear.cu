@@ -38,19 +38,27 @@ struct oct_mm_choice {
     oct_mm_choice *next;
 };
 
-oct_status oct_cuda_grow(void **buf, size_t *have, size_t need)
+oct_status oct_cuda_grow(oct_cuda_ctx *c, void **buf, size_t *have, size_t need)
 {
     if (need <= *have)
         return OCT_OK;
-    if (*buf)
-        cudaFree(*buf);
-    *buf = NULL;
-    *have = 0;
-    size_t want = need + need / 4; // some headroom so growing M one by one stays cheap
-    if (cudaMalloc(buf, want) != cudaSuccess) {
-        *buf = NULL;
+    const size_t want = need + need / 4; // some headroom so growing M one by one stays cheap
+    void *p = NULL;
+    if (cudaMalloc(&p, want) != cudaSuccess) {
+        cudaGetLastError();
         return OCT_ERR_NOMEM;
     }
+    oct_cuda_kept *k = *buf ? (oct_cuda_kept *)malloc(sizeof *k) : NULL;
+    if (*buf && !k) {
+        cudaFree(p);
+        return OCT_ERR_NOMEM;
+    }
+    if (k) { // a graph captured earlier may replay into the old buffer
+        k->p = *buf;
+        k->next = c->kept;
+        c->kept = k;
+    }
+    *buf = p;
     *have = want;
     return OCT_OK;
 }
@@ -134,9 +142,9 @@ extern "C" oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *c, int64_t max_m, int64
 {
     if (!c || max_m < 0 || max_k < 0)
         return OCT_ERR_INVALID_ARG;
-    oct_status s = oct_cuda_grow((void **)&c->q, &c->q_bytes, (size_t)(max_m * max_k));
+    oct_status s = oct_cuda_grow(c, (void **)&c->q, &c->q_bytes, (size_t)(max_m * max_k));
     if (s == OCT_OK)
-        s = oct_cuda_grow((void **)&c->s, &c->s_bytes,
+        s = oct_cuda_grow(c, (void **)&c->s, &c->s_bytes,
                           (size_t)(max_m * ((max_k + 127) / 128 + 1)) * sizeof(float));
     return s;
 }
@@ -210,7 +218,7 @@ static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStre
         int dev = 0, l2 = 0;
         if (cudaGetDevice(&dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess && l2 > 0)
-            oct_cuda_grow(&c->l2_flush, &c->l2_flush_bytes, 2 * (size_t)l2);
+            oct_cuda_grow(c, &c->l2_flush, &c->l2_flush_bytes, 2 * (size_t)l2);
     }
     bool ok[kMaxCandidates];
     float t[kMaxCandidates][kReps];
@@ -253,35 +261,18 @@ static void time_round_robin(oct_cuda_ctx *c, int n, F run, float *med, cudaStre
         cudaEventDestroy(e1);
 }
 
-// Replaces *buf with a larger device buffer (zeroed on st if zero).  The old one
-// is kept, not freed, until the context goes: a CUDA graph captured earlier holds
-// its address and replays into it.
+// oct_cuda_grow, the new buffer zeroed on st if zero.
 static oct_status grow_kept(oct_cuda_ctx *c, void **buf, size_t *have, size_t need, bool zero,
                             cudaStream_t st)
 {
     if (need <= *have)
         return OCT_OK;
-    const size_t want = need + need / 4;
-    void *p = NULL;
-    if (cudaMalloc(&p, want) != cudaSuccess) {
+    oct_status s = oct_cuda_grow(c, buf, have, need);
+    if (s == OCT_OK && zero && cudaMemsetAsync(*buf, 0, *have, st) != cudaSuccess) {
         cudaGetLastError();
         return OCT_ERR_NOMEM;
     }
-    oct_cuda_kept *k = *buf ? (oct_cuda_kept *)malloc(sizeof *k) : NULL;
-    if ((*buf && !k) || (zero && cudaMemsetAsync(p, 0, want, st) != cudaSuccess)) {
-        cudaGetLastError();
-        cudaFree(p);
-        free(k);
-        return OCT_ERR_NOMEM;
-    }
-    if (k) {
-        k->p = *buf;
-        k->next = c->kept;
-        c->kept = k;
-    }
-    *buf = p;
-    *have = want;
-    return OCT_OK;
+    return s;
 }
 
 // One gemm_wgmma.cu shape on the context's split-K workspace (grown, the counters
@@ -668,7 +659,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
         // One activation scale (dynamic per-tensor, on the device) with per-channel
         // weights: expanded to one per row, so every per-token path runs it (the
         // epilogue's sa[r] * (sw[c] * acc) is then exactly the per-tensor one).
-        oct_status s = oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)m * sizeof(float));
+        oct_status s = oct_cuda_grow(c, (void **)&c->s, &c->s_bytes, (size_t)m * sizeof(float));
         if (s != OCT_OK)
             return s;
         broadcast_scale<<<(unsigned)((m + 255) / 256 < 1024 ? (m + 255) / 256 : 1024), 256, 0,
@@ -700,7 +691,7 @@ extern "C" oct_status oct_cuda_gemm_fp8(oct_cuda_ctx *c, int64_t m, int64_t n, i
                 return s;
         }
         oct_status s =
-            oct_cuda_grow((void **)&c->s, &c->s_bytes, (size_t)(m * nkb) * sizeof(float));
+            oct_cuda_grow(c, (void **)&c->s, &c->s_bytes, (size_t)(m * nkb) * sizeof(float));
         if (s != OCT_OK)
             return s;
         transpose_scales<<<(unsigned)((m * nkb + 255) / 256), 256, 0, st>>>(sa, m, nkb, c->s);

@@ -170,7 +170,7 @@ extern "C" oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n
         return r;
     // no f32-bias epilogue: the f32 product in the context's scratch (grown with
     // cudaMalloc when too small: not while a stream is captured), then the bias
-    r = oct_cuda_grow((void **)&ctx->d32, &ctx->d32_bytes, (size_t)(m * n) * sizeof(float));
+    r = oct_cuda_grow(ctx, (void **)&ctx->d32, &ctx->d32_bytes, (size_t)(m * n) * sizeof(float));
     if (r != OCT_OK)
         return oct_cuda_ops_fail(r, "gemm_bf16: f32 scratch of %lld x %lld", (long long)m,
                                  (long long)n);
