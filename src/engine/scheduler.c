@@ -727,6 +727,36 @@ static void *engine_main(void *arg)
 
 /* ------------------------------------------------------------------ API */
 
+/* The session: its KV pool (on a GPU, what --gpu-memory-utilization leaves
+ * unless kv_blocks is set), prefix caching, and the workspace of the
+ * largest batch with its decode graphs. */
+static oct_status open_session(oct_sched *s, oct_error *err)
+{
+    const int64_t batch = s->o.max_num_batched_tokens + s->o.max_num_seqs;
+    if (s->o.kv_blocks <= 0) {
+        const int64_t fit =
+            oct_session_blocks_for_memory(s->m, s->o.gpu_memory_utilization, batch, err);
+        if (fit < 0)
+            return err->status;
+        if (fit > 0 && fit < blocks_for(s->o.max_model_len))
+            return oct_error_set(err, OCT_ERR_NOMEM, -1,
+                                 "--gpu-memory-utilization %.2f leaves KV room for %lld tokens, "
+                                 "fewer than one sequence of --max-model-len %lld",
+                                 s->o.gpu_memory_utilization, (long long)fit * KV_BLOCK,
+                                 (long long)s->o.max_model_len);
+        s->o.kv_blocks = fit;
+    }
+    oct_status st = oct_session_create_pool(s->m, s->o.max_num_seqs, s->o.max_model_len,
+                                            s->o.kv_blocks, &s->sess, err);
+    if (st != OCT_OK)
+        return st;
+    oct_session_set_prefix_caching(s->sess, s->o.prefix_caching);
+    oct_sampling plain;
+    oct_sampling_default(&plain);
+    s->device_draws = oct_session_samples_on_device(s->sess, &plain);
+    return oct_session_capture(s->sess, batch, s->o.max_num_seqs, err);
+}
+
 oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_sched **out,
                             oct_error *err)
 {
@@ -750,35 +780,7 @@ oct_status oct_sched_create(const oct_model *m, const oct_sched_opts *opts, oct_
         s->o.max_waiting = 1024;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    const int64_t batch = s->o.max_num_batched_tokens + s->o.max_num_seqs;
-    oct_status st = OCT_OK;
-    if (s->o.kv_blocks <= 0) {
-        const int64_t fit =
-            oct_session_blocks_for_memory(m, s->o.gpu_memory_utilization, batch, err);
-        if (fit < 0) {
-            st = err->status;
-            goto fail;
-        }
-        if (fit > 0 && fit < blocks_for(s->o.max_model_len)) {
-            st = oct_error_set(err, OCT_ERR_NOMEM, -1,
-                               "--gpu-memory-utilization %.2f leaves KV room for %lld tokens, "
-                               "fewer than one sequence of --max-model-len %lld",
-                               s->o.gpu_memory_utilization, (long long)fit * KV_BLOCK,
-                               (long long)s->o.max_model_len);
-            goto fail;
-        }
-        s->o.kv_blocks = fit;
-    }
-    st = oct_session_create_pool(m, s->o.max_num_seqs, s->o.max_model_len, s->o.kv_blocks, &s->sess,
-                                 err);
-    if (st != OCT_OK)
-        goto fail;
-    oct_session_set_prefix_caching(s->sess, s->o.prefix_caching);
-    oct_sampling plain;
-    oct_sampling_default(&plain);
-    s->device_draws = oct_session_samples_on_device(s->sess, &plain);
-    /* the batch's workspace at its largest, and the decode graphs, now */
-    st = oct_session_capture(s->sess, batch, s->o.max_num_seqs, err);
+    oct_status st = open_session(s, err);
     if (st != OCT_OK)
         goto fail;
     s->eos = oct_calloc((size_t)OCT_MAX(s->o.n_eos, 1), sizeof(int32_t));

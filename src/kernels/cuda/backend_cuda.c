@@ -349,23 +349,16 @@ static oct_status grow_logits(oct_backend_ws *ws, int64_t n_out, oct_error *err)
     return OCT_OK;
 }
 
-/* Uploads the batch: tokens, positions, each row's batch-local sequence, its
- * cache slot, the rows wanted, and the block tables of the batch's sequences
- * (rows of one sequence share a table row). */
-static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *rows,
-                           const int32_t *tokens, const int64_t *out_rows, int64_t n_out,
-                           const oct_kv_view *kv, oct_error *err)
+/* Each row's position, batch-local sequence and cache slot into the pinned
+ * staging, and the block table of each local sequence into ws->h_tables
+ * (rows of one sequence share a table row; padding rows, position -1, have
+ * no slot and no table).  Returns the local sequences. */
+static int64_t stage_rows(oct_backend_ws *ws, const oct_rows *rows, const oct_kv_view *kv,
+                          int32_t *h_pos, int32_t *h_seq, int32_t *h_slot)
 {
-    const int64_t n = rows->n, T = ws->d.max_tokens, MB = ws->max_blocks;
-    if (kv->block_size != ws->block_size || kv->max_blocks > MB)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                             "KV cache geometry (block %lld, %lld blocks per sequence) does not "
-                             "match the GPU workspace (%lld, %lld)",
-                             (long long)kv->block_size, (long long)kv->max_blocks,
-                             (long long)ws->block_size, (long long)MB);
-    int32_t *h_pos = ws->h_buf, *h_seq = h_pos + T, *h_slot = h_seq + T, *h_rows = h_slot + T;
+    const int64_t MB = ws->max_blocks;
     int64_t n_local = 0;
-    for (int64_t t = 0; t < n; t++) {
+    for (int64_t t = 0; t < rows->n; t++) {
         if (rows->pos[t] < 0) { /* padding: no KV slot, nothing to attend to */
             h_pos[t] = -1;
             h_seq[t] = 0;
@@ -388,6 +381,25 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
         h_seq[t] = (int32_t)local;
         h_slot[t] = (int32_t)(tab[p / ws->block_size] * ws->block_size + p % ws->block_size);
     }
+    return n_local;
+}
+
+/* Uploads the batch: tokens, positions, each row's batch-local sequence, its
+ * cache slot, the rows wanted, and the block tables of the batch's sequences
+ * (rows of one sequence share a table row). */
+static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *rows,
+                           const int32_t *tokens, const int64_t *out_rows, int64_t n_out,
+                           const oct_kv_view *kv, oct_error *err)
+{
+    const int64_t n = rows->n, T = ws->d.max_tokens, MB = ws->max_blocks;
+    if (kv->block_size != ws->block_size || kv->max_blocks > MB)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "KV cache geometry (block %lld, %lld blocks per sequence) does not "
+                             "match the GPU workspace (%lld, %lld)",
+                             (long long)kv->block_size, (long long)kv->max_blocks,
+                             (long long)ws->block_size, (long long)MB);
+    int32_t *h_pos = ws->h_buf, *h_seq = h_pos + T, *h_slot = h_seq + T, *h_rows = h_slot + T;
+    const int64_t n_local = stage_rows(ws, rows, kv, h_pos, h_seq, h_slot);
     for (int64_t i = 0; i < n_out; i++)
         h_rows[i] = (int32_t)out_rows[i];
     int32_t *h_tiles = h_rows + T, *h_drows = h_tiles + 2 * T;
