@@ -201,6 +201,17 @@ static void test_errors_name_the_problem(void)
         {"nosuchcommand", 2, "nosuchcommand"},
         {"serve --model models/demo --api-key ''", 2, "--api-key must not be empty"},
         {"generate --model models/demo --prompt x --device tpu", 1, "--device tpu"},
+        /* tensor-parallel shards: heads the ranks do not divide, a cut scale block */
+        {"inspect --model tests/fixtures/models/model_llama --plan -tp 3", 1,
+         "model.layers.0.self_attn.qkv_proj: the number of query heads (4) is not divisible"},
+        {"inspect --model tests/fixtures/models/model_llama --plan --quantization fp8_per_block "
+         "--tensor-parallel-size 2",
+         1, "cuts the 128-wide weight-scale blocks"},
+        {"inspect --model tests/fixtures/models/model_llama --plan --quantization fp8 -tp 4", 0,
+         "tensor parallel 4: every linear layer shards"},
+        {"inspect --model models/demo -tp 2", 2, "--tensor-parallel-size goes with --plan"},
+        {"serve --model models/demo --gpu-memory-utilization 1.5", 2,
+         "--gpu-memory-utilization must be in (0, 1]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL;

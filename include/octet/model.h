@@ -72,6 +72,13 @@ OCT_API int64_t oct_plan_n_quantized(const oct_plan *p);
 /* Human-readable summary line ("online fp8_per_block: 56 of 56 linears ...");
  * owned by p, valid while p lives. */
 OCT_API const char *oct_plan_summary(const oct_plan *p);
+/* Whether the plan's linear layers shard over tp GPUs as `--tensor-parallel-size tp`
+ * would (Megatron: q/k/v and gate/up by output rows, whole heads, KV heads replicated
+ * when fewer than tp; o/down by input columns; weight scales with their blocks).  The
+ * first layer that cannot is the error, named; *rank_bytes: the most linear-weight
+ * bytes one rank holds (KV replication included). */
+OCT_API oct_status oct_plan_tensor_parallel(const oct_plan *p, int tp, uint64_t *rank_bytes,
+                                            oct_error *err);
 /* The checkpoint the plan describes (format, scheme, config); owned by p, valid
  * while p lives (do not free it). */
 OCT_API const oct_checkpoint *oct_plan_checkpoint(const oct_plan *p);

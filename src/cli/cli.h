@@ -33,7 +33,7 @@ int cli_formats(int argc, char **argv);
 
 struct model_args;
 /* `octet inspect --plan` (inspect_plan.c). */
-int cli_inspect_plan(struct model_args *ma, bool as_json);
+int cli_inspect_plan(struct model_args *ma, bool as_json, int tp);
 int cli_cpu(int argc, char **argv);
 
 #endif

@@ -13,12 +13,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: octet inspect --model DIR [--json]\n"
                "       octet inspect --model DIR --plan [--quantization S] "
-               "[--quantization-config JSON] [--json]\n"
+               "[--quantization-config JSON] [--tensor-parallel-size N] [--json]\n"
                "       octet inspect --model DIR --plan --convert-to FORMAT\n"
                "  --model DIR   Hugging Face folder: config.json + *.safetensors\n"
                "  --json        one JSON object: format, scheme, layers[], total_params, ...\n"
                "  --plan        what loading will do (per layer: scheme, ignore rule, kernel,\n"
                "                bytes; totals, predicted peak memory), without loading weights\n"
+               "  --tensor-parallel-size N, -tp N  with --plan: whether every linear layer\n"
+               "                shards over N GPUs (heads, intermediate sizes, scale blocks),\n"
+               "                and the most linear-weight bytes one GPU holds\n"
                "  --convert-to F  with --plan: what `octet convert --format F` would do to each\n"
                "                layer and KV scale (compressed-tensors | fp8 | quark), writing\n"
                "                nothing\n");
@@ -253,12 +256,22 @@ static void print_text(const char *model, const oct_checkpoint *ck)
 
 /* The command line: -1 go on, else the exit code. */
 static int parse_args(int argc, char **argv, model_args *ma, const char **model, bool *as_json,
-                      bool *want_plan, const char **convert_to)
+                      bool *want_plan, const char **convert_to, int *tp)
 {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "--plan") == 0) {
             *want_plan = true;
+        } else if ((strcmp(f, "--tensor-parallel-size") == 0 || strcmp(f, "-tp") == 0) &&
+                   i + 1 < argc) {
+            char *end = NULL;
+            const long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 1 || v > 4096) {
+                fprintf(stderr, "octet inspect: %s must be an integer in 1..4096, not '%s'\n", f,
+                        argv[i]);
+                return 2;
+            }
+            *tp = (int)v;
         } else if (strcmp(f, "--convert-to") == 0 && i + 1 < argc) {
             *convert_to = argv[++i];
         } else if (strcmp(f, "--model") == 0 && i + 1 < argc) {
@@ -295,9 +308,14 @@ int cli_inspect(int argc, char **argv)
     model_args ma;
     model_args_init(&ma);
     ma.progress = false;
-    int rc = parse_args(argc, argv, &ma, &model, &as_json, &want_plan, &convert_to);
+    int tp = 0;
+    int rc = parse_args(argc, argv, &ma, &model, &as_json, &want_plan, &convert_to, &tp);
     if (rc >= 0)
         return rc;
+    if (tp && (!want_plan || convert_to)) {
+        fprintf(stderr, "octet inspect: --tensor-parallel-size goes with --plan\n");
+        return 2;
+    }
     if (convert_to) {
         if (!want_plan || as_json || ma.opts.quantization || ma.opts.quantization_config) {
             fprintf(stderr, "octet inspect: --convert-to goes with --plan alone (no --json, "
@@ -308,7 +326,7 @@ int cli_inspect(int argc, char **argv)
     }
     if (want_plan) {
         ma.model = model;
-        return cli_inspect_plan(&ma, as_json);
+        return cli_inspect_plan(&ma, as_json, tp);
     }
     if (ma.opts.quantization || ma.opts.quantization_config) {
         fprintf(stderr, "octet inspect: --quantization / --quantization-config go with --plan\n");

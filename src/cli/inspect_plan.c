@@ -9,7 +9,30 @@
 #include "cli/cli.h"
 #include "cli/model_args.h"
 
-int cli_inspect_plan(model_args *ma, bool as_json)
+/* --tensor-parallel-size tp: whether the plan shards, into o (JSON) or on
+ * stdout; 0, or 1 when it does not. */
+static int tensor_parallel(const oct_plan *p, int tp, json_t *o)
+{
+    uint64_t bytes = 0;
+    oct_error err;
+    oct_error_clear(&err);
+    const oct_status st = oct_plan_tensor_parallel(p, tp, &bytes, &err);
+    if (o)
+        json_object_set_new(
+            o, "tensor_parallel",
+            st == OCT_OK
+                ? json_pack("{s:i, s:I}", "size", tp, "rank_linear_bytes", (json_int_t)bytes)
+                : json_pack("{s:i, s:s}", "size", tp, "error", err.message));
+    else if (st == OCT_OK)
+        printf("tensor parallel %d: every linear layer shards; one GPU holds at most %.2f MB of "
+               "linear weights\n",
+               tp, (double)bytes / 1e6);
+    else
+        fprintf(stderr, "octet inspect: tensor parallel %d: %s\n", tp, err.message);
+    return st == OCT_OK ? 0 : 1;
+}
+
+int cli_inspect_plan(model_args *ma, bool as_json, int tp)
 {
     oct_plan *p = NULL;
     oct_error err;
@@ -18,6 +41,7 @@ int cli_inspect_plan(model_args *ma, bool as_json)
         fprintf(stderr, "octet inspect: %s\n", err.message);
         return 1;
     }
+    int rc = 0;
     int64_t n = oct_plan_n_layers(p);
     if (as_json) {
         json_t *o = json_object(), *layers = json_array();
@@ -47,6 +71,8 @@ int cli_inspect_plan(model_args *ma, bool as_json)
         json_object_set_new(o, "eos_token_ids", ea);
         json_object_set_new(o, "summary", json_string(oct_plan_summary(p)));
         json_object_set_new(o, "layers", layers);
+        if (tp)
+            rc = tensor_parallel(p, tp, o);
         json_object_set_new(o, "quantized_layers", json_integer(oct_plan_n_quantized(p)));
         json_object_set_new(o, "model_bytes", json_integer((json_int_t)oct_plan_model_bytes(p)));
         json_object_set_new(o, "bf16_bytes", json_integer((json_int_t)oct_plan_bf16_bytes(p)));
@@ -86,7 +112,9 @@ int cli_inspect_plan(model_args *ma, bool as_json)
                "loading: %.2f MB\n",
                (double)oct_plan_model_bytes(p) / 1e6, (double)oct_plan_bf16_bytes(p) / 1e6,
                (double)oct_plan_peak_bytes(p) / 1e6);
+        if (tp)
+            rc = tensor_parallel(p, tp, NULL);
     }
     oct_plan_free(p);
-    return 0;
+    return rc;
 }
