@@ -12,7 +12,11 @@
  *     the host's top k;
  *   - CUDA graph buckets: decode steps of 5, 7 and 8 rows (one 8-row graph,
  *     padded) give their common rows bit-identical logits and write no KV
- *     for the padding.
+ *     for the padding;
+ *   - MoE models (Mixtral, Qwen3-MoE, GraniteMoe in device shapes, saved and
+ *     fused expert layouts, tools/make_moe_device_models.py into
+ *     $OCTET_MOE_MODELS): the prefill and greedy checks above for BF16, fp8,
+ *     fp8_per_block, the FP8 KV cache, and pre-quantized checkpoints.
  * Without a GPU it prints "skipped: no GPU". */
 #include <math.h>
 #include <stdio.h>
@@ -39,7 +43,7 @@ static const scheme k_schemes[] = {
     {NULL, "fp8"}, {"fp8", "fp8"}, {"fp8_per_block", "fp8"},
 };
 
-static oct_model *load(const scheme *s, const char *device)
+static oct_model *load_dir(const char *dir, const scheme *s, const char *device)
 {
     oct_model_opts o = {0};
     o.quantization = s->quantization;
@@ -48,9 +52,14 @@ static oct_model *load(const scheme *s, const char *device)
     o.device = device;
     oct_model *m = NULL;
     oct_error e;
-    oct_status st = oct_model_load(MODEL, &o, &m, &e);
-    CHECKF(st == OCT_OK, "load on %s: %s", device, e.message);
+    oct_status st = oct_model_load(dir, &o, &m, &e);
+    CHECKF(st == OCT_OK, "load %s on %s: %s", dir, device, e.message);
     return m;
+}
+
+static oct_model *load(const scheme *s, const char *device)
+{
+    return load_dir(MODEL, s, device);
 }
 
 static void log_softmax(const float *l, int64_t V, double *out)
@@ -110,12 +119,13 @@ static bool step(run *r, const int32_t *tok, int64_t n)
     return st == OCT_OK;
 }
 
-static void compare_scheme(const scheme *sc, const int32_t *prompt, int64_t n_prompt)
+static void compare_scheme(const char *dir, const char *label, const scheme *sc,
+                           const int32_t *prompt, int64_t n_prompt)
 {
-    char name[64];
-    snprintf(name, sizeof name, "%s%s", sc->quantization ? sc->quantization : "bf16",
+    char name[96];
+    snprintf(name, sizeof name, "%s%s%s", label, sc->quantization ? sc->quantization : "bf16",
              sc->kv ? " + fp8 KV" : "");
-    oct_model *mc = load(sc, "cpu"), *md = load(sc, "cuda");
+    oct_model *mc = load_dir(dir, sc, "cpu"), *md = load_dir(dir, sc, "cuda");
     if (!mc || !md) {
         oct_model_free(mc);
         oct_model_free(md);
@@ -176,7 +186,7 @@ static void test_logits_and_greedy(void)
     oct_token_ids ids = {0};
     REQUIRE(oct_tokenizer_encode(tok, text, strlen(text), true, &ids, &e) == OCT_OK);
     for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++)
-        compare_scheme(&k_schemes[i], ids.ids, ids.n);
+        compare_scheme(MODEL, "", &k_schemes[i], ids.ids, ids.n);
     oct_token_ids_free(&ids);
     oct_tokenizer_free(tok);
 }
@@ -411,13 +421,82 @@ static void test_eval_perplexity(void)
     }
 }
 
+/* MoE models in device shapes (tools/make_moe_device_models.py, written on the
+ * GPU machine into $OCTET_MOE_MODELS): BF16, the online fp8 and fp8_per_block
+ * schemes, the FP8 KV cache, and the checkpoints `octet quantize` makes of
+ * them (compressed-tensors FP8_DYNAMIC: per-channel weights, per-token
+ * activations; the fp8 method's FP8_BLOCK: 128x128 blocks). */
+static void moe_model(const char *root, const char *arch, const int32_t *prompt, int64_t n)
+{
+    static const scheme k_moe[] = {{NULL, NULL}, {"fp8", NULL}, {"fp8_per_block", NULL},
+                                   {"fp8", "fp8"}};
+    char dir[1024], label[64];
+    snprintf(dir, sizeof dir, "%s/%s", root, arch);
+    snprintf(label, sizeof label, "%s ", arch);
+    for (size_t i = 0; i < sizeof k_moe / sizeof k_moe[0]; i++)
+        compare_scheme(dir, label, &k_moe[i], prompt, n);
+    static const char *k_ckpt[][2] = {{"FP8_DYNAMIC", "compressed-tensors"}, {"FP8_BLOCK", "fp8"}};
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    for (int c = 0; c < 2; c++) {
+        char out[1100], cmd[3400];
+        snprintf(out, sizeof out, "%s/%s.%s", root, arch, k_ckpt[c][0]);
+        snprintf(cmd, sizeof cmd,
+                 "rm -rf %s && %s/octet quantize --model %s --scheme %s --format %s --out %s "
+                 ">/dev/null 2>&1",
+                 out, build, dir, k_ckpt[c][0], k_ckpt[c][1], out);
+        CHECKF(system(cmd) == 0, "%s", cmd);
+        snprintf(label, sizeof label, "%s %s/%s ", arch, k_ckpt[c][0], k_ckpt[c][1]);
+        const scheme plain = {NULL, NULL};
+        compare_scheme(out, label, &plain, prompt, n);
+    }
+}
+
+static void test_moe_models(void)
+{
+    const char *root = getenv("OCTET_MOE_MODELS");
+    CHECKF(root && *root, "OCTET_MOE_MODELS is not set: run tools/make_moe_device_models.py DIR "
+                          "(transformers) and point it at DIR");
+    if (!root || !*root)
+        return;
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++)
+        prompt[i] = 3 + (i * 37 + 11) % 500;
+    static const char *k_arch[] = {"mixtral", "qwen3_moe", "granitemoe", "qwen3_moe_fused",
+                                   "mixtral_fused", "granitemoe_fused"};
+    for (size_t a = 0; a < sizeof k_arch / sizeof k_arch[0]; a++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg, "%s/%s/config.json", root, k_arch[a]);
+        FILE *f = fopen(cfg, "r");
+        if (!f) { /* a _fused layout exists only where transformers holds experts differently */
+            CHECKF(strstr(k_arch[a], "_fused") != NULL, "%s missing", cfg);
+            continue;
+        }
+        fclose(f);
+        if (strstr(k_arch[a], "_fused")) {
+            char dir[1100], label[64];
+            snprintf(dir, sizeof dir, "%s/%s", root, k_arch[a]);
+            snprintf(label, sizeof label, "%s ", k_arch[a]);
+            const scheme sc[] = {{NULL, NULL}, {"fp8_per_block", NULL}};
+            for (int i = 0; i < 2; i++)
+                compare_scheme(dir, label, &sc[i], prompt, 40);
+        } else {
+            moe_model(root, k_arch[a], prompt, 40);
+        }
+    }
+}
+
 int main(void)
 {
     if (!oct_cuda_available()) {
         printf("skipped: no GPU\n");
         return testlib_finish();
     }
+    if (getenv("OCTET_TEST_MOE_ONLY")) { /* the MoE models alone */
+        RUN(test_moe_models);
+        return testlib_finish();
+    }
     RUN(test_logits_and_greedy);
+    RUN(test_moe_models);
     RUN(test_eval_perplexity);
     RUN(test_device_sampling);
     RUN(test_graph_buckets);

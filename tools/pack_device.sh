@@ -54,5 +54,6 @@ exec "$d/lib/ld-linux-x86-64.so.2" --library-path \
 EOF
 printf '#!/bin/sh\nexec "$(dirname "$0")/run" octet "$@"\n' > "$out/octet"
 chmod +x "$out/run" "$out/octet"
-tar cJf build/devpack.tar.xz -C build devpack
+# one large dictionary: the programs share most of their bytes (the CUDA kernels)
+XZ_OPT="-9 --lzma2=dict=256MiB" tar cJf build/devpack.tar.xz -C build devpack
 ls -la build/devpack.tar.xz

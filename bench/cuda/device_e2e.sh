@@ -22,7 +22,10 @@
 #   SERVE_ARGS arguments of bench_serve.py for the "serve" step (default: all of it);
 #              it takes the real Llama 3 tokenizer from build/llama3_tokenizer.tar.xz
 #              (tools/pack_device.sh --tokenizer makes it)
-#   T_OPS, T_MEMCHECK, T_MODEL, T_SERVER, T_BENCH, T_SERVE, T_PROFILE  time limits in seconds
+#   T_OPS, T_MEMCHECK, T_MODEL, T_MOE_OPS, T_MOE_MODEL, T_SERVER, T_BENCH, T_SERVE,
+#   T_PROFILE  time limits in seconds
+# Step "moe": test_backend_moe (and memcheck on it), then the MoE models of
+# tools/make_moe_device_models.py through test_model_device (OCTET_MOE_MODELS).
 set -uo pipefail
 OUT=${OUT:-build/cuda_bench/e2e}
 STEPS=${STEPS:-ops memcheck model bench profile}
@@ -55,6 +58,26 @@ if want model; then
     BUILD=$D OCTET_DEVICE= timeout ${T_MODEL:-200} "$D/run" tests/test_model_device >"$OUT/model_device.log" 2>&1
     echo "test_model_device rc=$?" | tee -a "$OUT/model_device.log"
     grep -E "logits|greedy|eval ppl|FAIL|passed" "$OUT/model_device.log" | head -40
+fi
+if want moe; then
+    # the MoE block against the CPU backend, op by op and in whole models
+    # (Mixtral, Qwen3-MoE, GraniteMoe in device shapes, written here by transformers)
+    stamp "test_backend_moe"
+    timeout ${T_MOE_OPS:-200} "$D/run" tests/test_backend_moe >"$OUT/moe_ops.log" 2>&1
+    echo "test_backend_moe rc=$?" | tee -a "$OUT/moe_ops.log"
+    grep -E "^FAIL|passed|not ok" "$OUT/moe_ops.log" | head -30
+    stamp "compute-sanitizer memcheck on test_backend_moe"
+    OCTET_TEST_QUICK=1 timeout ${T_MEMCHECK:-300} compute-sanitizer --tool memcheck "$D/run" \
+        tests/test_backend_moe >"$OUT/moe_memcheck.log" 2>&1
+    echo "memcheck rc=$?" | tee -a "$OUT/moe_memcheck.log"
+    grep -E "ERROR SUMMARY|passed" "$OUT/moe_memcheck.log" | tail -3
+    stamp "MoE models (tools/make_moe_device_models.py) on the device and the CPU"
+    python3 tools/make_moe_device_models.py /tmp/moe_models >"$OUT/moe_models.log" 2>&1 ||
+        tail -5 "$OUT/moe_models.log"
+    BUILD=$D OCTET_DEVICE= OCTET_MOE_MODELS=/tmp/moe_models OCTET_TEST_MOE_ONLY=1 \
+        timeout ${T_MOE_MODEL:-300} "$D/run" tests/test_model_device >"$OUT/moe_model.log" 2>&1
+    echo "test_model_device (MoE) rc=$?" | tee -a "$OUT/moe_model.log"
+    grep -E "logits|greedy|FAIL|passed" "$OUT/moe_model.log" | head -60
 fi
 if want server; then
     # the server's black-box tests (openai npm client included where node exists) against

@@ -94,6 +94,8 @@ OCT_API oct_status oct_linear_selector_create(const char *backend, oct_linear_se
                                               oct_error *err);
 OCT_API oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_desc *d,
                                             const oct_linear_kernel **out, oct_error *err);
+/* The option its errors name ("--linear-backend" unless set: "--moe-backend"). */
+OCT_API void oct_linear_selector_set_flag(oct_linear_selector *s, const char *flag);
 OCT_API void oct_linear_selector_log_summary(const oct_linear_selector *s);
 OCT_API void oct_linear_selector_free(oct_linear_selector *s);
 

@@ -23,6 +23,10 @@ typedef struct oct_model_opts {
                                         "mxfp8", "online" (everything from the config) */
     const char *quantization_config; /* JSON text (current or legacy schema) or NULL */
     const char *linear_backend;      /* NULL / "auto", or a kernel backend name */
+    const char *moe_backend;         /* vLLM's --moe-backend: the MoE experts' kernels.
+                                        NULL / "auto" (as linear_backend), "cuda" /
+                                        "cuda_grouped" (the device's grouped GEMM), "cpu",
+                                        "avx512", "avx2", "ref" */
     const char *device;              /* NULL / "auto", "cuda", "cpu" (vLLM's --device):
                                         where the whole forward pass runs (docs/MODEL.md
                                         §Devices); OCTET_DEVICE overrides auto */

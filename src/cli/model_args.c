@@ -23,6 +23,8 @@ const char *model_args_usage(void)
            "                              (auto: the GPU when there is one)\n"
            "  --enforce-eager             --device cuda: no CUDA graphs for decode steps\n"
            "  --linear-backend B          auto | cuda | cpu | avx512 | avx2 | ref\n"
+           "  --moe-backend B             MoE experts: auto | cuda | cuda_grouped | cpu |\n"
+           "                              avx512 | avx2 | ref (auto: as --linear-backend)\n"
            "  --dtype D                   auto | bfloat16 | float32 (unquantized layers)\n"
            "  --threads N                 kernel threads (default: all CPUs)\n";
 }
@@ -41,6 +43,8 @@ int model_args_parse(model_args *a, int argc, char **argv, int *i, const char *c
         slot = &a->opts.kv_cache_dtype;
     else if (strcmp(f, "--linear-backend") == 0)
         slot = &a->opts.linear_backend;
+    else if (strcmp(f, "--moe-backend") == 0)
+        slot = &a->opts.moe_backend;
     else if (strcmp(f, "--device") == 0)
         slot = &a->opts.device;
     else if (strcmp(f, "--dtype") == 0)

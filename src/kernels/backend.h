@@ -190,6 +190,11 @@ typedef struct oct_backend_ops {
     /* y [n, H] = the sparse MoE block on h [n, H]. */
     oct_status (*moe)(oct_backend *be, oct_backend_ws *ws, const oct_moe_block *b, int64_t n,
                       const void *h, void *y, oct_error *err);
+    /* At load, once per MoE layer: whether the block runs here, and with what
+     * (the expert kernel's name, its scheme in words: the load log's
+     * "Selected" line), or an error naming the layer it cannot run. */
+    oct_status (*moe_kernel)(oct_backend *be, const oct_moe_block *b, const char **kernel,
+                             char *scheme, size_t len, oct_error *err);
     /* logits [n_out, V] f32 = (h [n_out, H] through lm_head) / logits_scaling,
      * in the backend's memory until fetch_logits copies them to the host. */
     oct_status (*logits)(oct_backend *be, oct_backend_ws *ws, const oct_linear *lm_head,

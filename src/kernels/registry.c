@@ -142,8 +142,8 @@ static bool resolve_backend(const char *backend, const char **out)
     return false;
 }
 
-static oct_status select_kernel(const oct_linear_desc *d, const char *backend, bool host_only,
-                                const oct_linear_kernel **out, oct_error *err)
+static oct_status select_kernel(const oct_linear_desc *d, const char *backend, const char *flag,
+                                bool host_only, const oct_linear_kernel **out, oct_error *err)
 {
     *out = NULL;
     const char *want;
@@ -156,9 +156,9 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, b
     }
     if (!ok_name)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                             "layer %s: unknown linear backend '%s' (expected auto, cuda, "
-                             "cpu, avx512, avx2 or ref)",
-                             layer_name(d), want);
+                             "layer %s: unknown %s '%s' (expected auto, cuda, cpu, avx512, "
+                             "avx2 or ref)",
+                             layer_name(d), flag, want);
     oct_status st;
     const char *why = oct_linear_desc_problem(d, &st);
     if (why)
@@ -195,7 +195,7 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, b
     scheme_str(d, scheme, sizeof scheme);
     if (want)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                             "--linear-backend=%s cannot implement layer %s [%s]: %s", want,
+                             "%s=%s cannot implement layer %s [%s]: %s", flag, want,
                              layer_name(d), scheme, reasons);
     return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                          "no linear kernel can implement layer %s [%s]: %s", layer_name(d), scheme,
@@ -207,7 +207,7 @@ oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
 {
     if (!out)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_linear_select: out is NULL");
-    oct_status st = select_kernel(d, backend, false, out, err);
+    oct_status st = select_kernel(d, backend, "--linear-backend", false, out, err);
     if (st == OCT_OK)
         OCT_DEBUG("Selected %s for %s", (*out)->name, layer_name(d));
     return st;
@@ -216,7 +216,7 @@ oct_status oct_linear_select(const oct_linear_desc *d, const char *backend,
 oct_status oct_linear_select_host(const oct_linear_desc *d, const oct_linear_kernel **out,
                                   oct_error *err)
 {
-    return select_kernel(d, "auto", true, out, err);
+    return select_kernel(d, "auto", "--linear-backend", true, out, err);
 }
 
 /* ------------------------------------------------------------ selector */
@@ -230,6 +230,7 @@ typedef struct choice {
 
 struct oct_linear_selector {
     char backend[32]; /* "" = auto */
+    char flag[32];    /* the option errors name */
     choice *choices;
     size_t n_choices;
 };
@@ -249,6 +250,7 @@ oct_status oct_linear_selector_create(const char *backend, oct_linear_selector *
     if (!s)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "selector: out of memory");
     snprintf(s->backend, sizeof s->backend, "%s", want ? want : "");
+    snprintf(s->flag, sizeof s->flag, "--linear-backend");
     *out = s;
     return OCT_OK;
 }
@@ -261,9 +263,11 @@ oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_des
     /* "ref" etc. were validated at create; an empty string means auto but
      * must not re-read the environment differently, so pass "auto" only when
      * the selector was created without a restriction. */
-    oct_status st = oct_linear_select(d, s->backend[0] ? s->backend : "auto", out, err);
+    oct_status st =
+        select_kernel(d, s->backend[0] ? s->backend : "auto", s->flag, false, out, err);
     if (st != OCT_OK)
         return st;
+    OCT_DEBUG("Selected %s for %s", (*out)->name, layer_name(d));
     char scheme[160];
     scheme_str(d, scheme, sizeof scheme);
     for (size_t i = 0; i < s->n_choices; i++) {
@@ -282,6 +286,12 @@ oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_des
     snprintf(c->scheme, sizeof c->scheme, "%s", scheme);
     snprintf(c->first, sizeof c->first, "%s", layer_name(d));
     return OCT_OK;
+}
+
+void oct_linear_selector_set_flag(oct_linear_selector *s, const char *flag)
+{
+    if (s && flag)
+        snprintf(s->flag, sizeof s->flag, "%s", flag);
 }
 
 void oct_linear_selector_log_summary(const oct_linear_selector *s)

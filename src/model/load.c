@@ -494,7 +494,8 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
                  dir);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if ((st = oct_model_adopt_constants(m, err)) != OCT_OK)
+    if ((st = oct_model_adopt_constants(m, err)) != OCT_OK ||
+        (st = oct_model_moe_kernels(m, err)) != OCT_OK)
         return st;
     OCT_INFO("device: %s (KV cache %s)", m->be->ops->name, oct_kv_dtype_name(m->kv_dtype));
     m->load_peak_bytes = oct_rss_peak_bytes();

@@ -206,6 +206,10 @@ oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_mod
 /* Hands the model's constants (norm weights, RoPE frequencies, embedding
  * table) to its backend. */
 oct_status oct_model_adopt_constants(oct_model *m, oct_error *err);
+/* Asks the backend how it runs each MoE layer (an error names one it cannot)
+ * and logs "Selected <kernel> for model.layers.N.<block>.experts ..." lines,
+ * one per run of layers alike (device.c). */
+oct_status oct_model_moe_kernels(const oct_model *m, oct_error *err);
 /* GPU memory in use now, all of it (bytes; 0 on the CPU backend). */
 uint64_t oct_model_device_used(const oct_model *m);
 

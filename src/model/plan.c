@@ -138,6 +138,7 @@ typedef struct plan_ctx {
     bool online;
     oct_weight_type plain;
     oct_linear_selector *sel;
+    oct_linear_selector *moe_sel; /* expert layers (--moe-backend) */
     bool *ignore_used;
 } plan_ctx;
 
@@ -295,7 +296,8 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
                                  "MXFP8 requires input_size_per_partition (%lld) to be "
                                  "divisible by 32. (layer %s)",
                                  (long long)g->k, g->name);
-        if ((st = oct_linear_selector_pick(c->sel, d, &g->kernel, err)) != OCT_OK)
+        if ((st = oct_linear_selector_pick(is_expert ? c->moe_sel : c->sel, d, &g->kernel, err)) !=
+            OCT_OK)
             return st;
         g->bytes = unit_bytes(d);
         uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
@@ -597,12 +599,21 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
     if (!p->layers || !p->units || !p->layer_names || !p->dtype)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
 
-    plan_ctx c = {p, dir, online, plain, NULL, NULL};
+    plan_ctx c = {p, dir, online, plain, NULL, NULL, NULL};
     c.ignore_used = oct_calloc((size_t)(p->qspec.n_ignore + 1), sizeof(bool));
     if (!c.ignore_used)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    if ((st = oct_linear_selector_create(opts->linear_backend, &c.sel, err)) != OCT_OK)
+    /* experts: --moe-backend's kernels (cuda_grouped: the device's, fed by cuda layers) */
+    const char *mb = opts->moe_backend;
+    const bool moe_own = mb && *mb && strcmp(mb, "auto") != 0;
+    if (moe_own && strcmp(mb, "cuda_grouped") == 0)
+        mb = "cuda";
+    if ((st = oct_linear_selector_create(opts->linear_backend, &c.sel, err)) != OCT_OK ||
+        (st = oct_linear_selector_create(moe_own ? mb : opts->linear_backend, &c.moe_sel,
+                                         err)) != OCT_OK)
         goto out;
+    if (moe_own)
+        oct_linear_selector_set_flag(c.moe_sel, "--moe-backend");
     for (int64_t l = 0; l < L; l++) {
         if ((st = dense_role(&c, l, OCT_U_QKV, err)) != OCT_OK ||
             (st = dense_role(&c, l, OCT_U_O, err)) != OCT_OK)
@@ -649,8 +660,10 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                  oct_ckpt_format_str(fmt), oct_checkpoint_scheme(p->ckpt),
                  (long long)p->n_quantized, (long long)p->n_layers, (double)p->model_bytes / 1e6);
     oct_linear_selector_log_summary(c.sel);
+    oct_linear_selector_log_summary(c.moe_sel);
 out:
     oct_linear_selector_free(c.sel);
+    oct_linear_selector_free(c.moe_sel);
     oct_free(c.ignore_used);
     return st;
 }

@@ -14,11 +14,13 @@
  *              outputs combined with the weights in f32
  *   logits     lm_head, divided by logits_scaling */
 #include <math.h>
+#include <stdio.h>
 #include <omp.h>
 #include <string.h>
 
 #include "core/core.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/linear.h"
 
 struct oct_backend_ws {
     float *tmp;               /* [max_tokens, widest] unfused-part scratch */
@@ -519,6 +521,19 @@ static oct_status cpu_moe(oct_backend *be, oct_backend_ws *ws, const oct_moe_blo
     return OCT_OK;
 }
 
+static oct_status cpu_moe_kernel(oct_backend *be, const oct_moe_block *b, const char **kernel,
+                                 char *scheme, size_t len, oct_error *err)
+{
+    (void)be;
+    const oct_linear *l = b->n_experts > 0 ? b->experts[0].gate_up[0] : NULL;
+    if (!l || !l->kernel)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "MoE block without expert layers");
+    *kernel = l->kernel->name;
+    snprintf(scheme, len, "%lld experts, top-%lld, each expert's rows through its own layers",
+             (long long)b->n_experts, (long long)b->top_k);
+    return OCT_OK;
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static const oct_backend_ops k_cpu_ops = {
@@ -542,6 +557,7 @@ static const oct_backend_ops k_cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .linear = cpu_linear,
     .moe = cpu_moe,
+    .moe_kernel = cpu_moe_kernel,
     .logits = cpu_logits,
     .fetch_logits = cpu_fetch_logits,
 };

@@ -22,6 +22,7 @@
 #include "fp8/fp8_impl.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/backend_cuda_moe.h"
 #include "kernels/cuda/cuda_api.h"
 
 /* A model constant's device copy, found by its host address. */
@@ -82,7 +83,8 @@ struct oct_backend_ws {
     oct_cuda_sample_params *d_params, *h_params; /* h_params: pinned staging */
     int32_t *d_ids;
     float *d_logprobs;
-    int64_t n; /* rows of the pass in flight */
+    int64_t n;         /* rows of the pass in flight */
+    oct_cuda_moe *moe; /* MoE scratch (NULL: a dense model) */
     /* FP8 inputs a producer wrote into `buf` for the linear layer `unit`
      * (quantization fused into RMSNorm / SiLU-mul); unit NULL: none. */
     struct {
@@ -255,6 +257,7 @@ static void cu_ws_free(oct_backend *be, oct_backend_ws *ws)
     oct_cuda_host_free(ws->h_buf);
     oct_cuda_host_free(ws->h_tables);
     oct_cuda_host_free(ws->h_params);
+    oct_cuda_moe_free(ws->moe);
     oct_free(ws);
 }
 
@@ -308,6 +311,11 @@ static oct_status cu_ws_create(oct_backend *be, const oct_fwd_dims *d, oct_backe
         oct_cuda_host_alloc((void **)&ws->h_tables, T * (size_t)ws->max_blocks * sizeof(int32_t)) !=
             OCT_OK)
         ok = false;
+    oct_status st = ok ? oct_cuda_moe_create(d, &ws->moe, err) : OCT_OK;
+    if (st != OCT_OK) {
+        cu_ws_free(be, ws);
+        return st;
+    }
     if (!ok || !ws->h_buf || !ws->h_tables) {
         cu_ws_free(be, ws);
         return oct_error_set(err, OCT_ERR_NOMEM, -1,
@@ -616,14 +624,15 @@ static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units
 static oct_status cu_moe(oct_backend *be, oct_backend_ws *ws, const oct_moe_block *b, int64_t n,
                          const void *h, void *y, oct_error *err)
 {
+    cuda_be *c = impl(be);
+    return oct_cuda_moe_forward(ws->moe, c->ctx, c->stream, b, n, h, y, err);
+}
+
+static oct_status cu_moe_kernel(oct_backend *be, const oct_moe_block *b, const char **kernel,
+                                char *scheme, size_t len, oct_error *err)
+{
     (void)be;
-    (void)ws;
-    (void)b;
-    (void)n;
-    (void)h;
-    (void)y;
-    return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                         "MoE layers do not run on the CUDA device yet (use --device cpu)");
+    return oct_cuda_moe_describe(b, kernel, scheme, len, err);
 }
 
 static oct_status cu_logits(oct_backend *be, oct_backend_ws *ws, const oct_linear *lm_head,
@@ -771,6 +780,7 @@ static const oct_backend_ops k_cuda_ops = {
     .silu_mul = cu_silu_mul,
     .linear = cu_linear,
     .moe = cu_moe,
+    .moe_kernel = cu_moe_kernel,
     .logits = cu_logits,
     .fetch_logits = cu_fetch_logits,
     .sample = cu_sample,

@@ -37,6 +37,19 @@ oct_status oct_cuda_linear_device_f32(const oct_linear *l, oct_cuda_ctx *ctx, in
                                       const void *x, float out_mult, float *y, void *stream,
                                       oct_error *err);
 
+/* A device layer's weights, for kernels that read many layers in one launch
+ * (the grouped expert GEMM). */
+typedef struct oct_cuda_weights {
+    bool bf16;           /* cuda_bf16: w bf16 [n,k], no scales */
+    const void *w;       /* cuda_fp8: E4M3 codes [n,k] */
+    const float *sw;     /* ROW [n] (per-tensor expanded) or BLOCK128 [ceil(n/128), k/128] */
+    oct_scale_kind kind; /* ROW or BLOCK128 */
+    bool bias;           /* the layer adds a bias */
+} oct_cuda_weights;
+/* Fills *out for a layer the registry's CUDA kernels prepared; false for any
+ * other. */
+bool oct_cuda_linear_device_weights(const oct_linear *l, oct_cuda_weights *out);
+
 /* Waits for the device. */
 oct_status oct_cuda_synchronize(void);
 /* Free and total device memory in bytes. */

@@ -290,6 +290,52 @@ oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
                               const uint16_t *w, const float *bias, float out_mult, void *y,
                               bool y_f32, void *stream);
 
+/* ---- the MoE block (ops_moe.cu, gemm_moe.cu) ----
+ * Device pointers.  route: logits [n, E] (f32, else bf16) -> the top-k experts
+ * sel [n, k] and their softmax weights wts [n, k] (over all E, or over the k
+ * when norm), ties to the lower expert; counts [E] += the rows routed to each
+ * (zero before the first call; align leaves them zero). */
+#define OCT_CUDA_MOE_MAX_EXPERTS 1024
+#define OCT_CUDA_MOE_MAX_TOPK 32
+oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
+                              bool norm, int32_t *sel, float *wts, int32_t *counts, void *stream);
+/* The R = n k (token, slot) pairs of sel in expert order: row_tok [R] the token
+ * of each sorted row, pair_row [R] the sorted row of each pair, and the tile
+ * list tiles [max][4] = (expert, first row, rows <= tile_rows, 0) with its
+ * length in *n_tiles (device).  max: at most min(R, ceil(R / tile_rows) + E). */
+oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t E, int tile_rows,
+                              int32_t *counts, int32_t *tiles, int32_t *n_tiles, int32_t *row_tok,
+                              int32_t *pair_row, void *stream);
+/* The grouped expert GEMM over a tile list: y [sorted row r, n] (row stride
+ * y_rs) = A [row(r), k] x W_e [n, k]^T of its tile's expert e, row(r) =
+ * a_rows[r] or r (a_rows NULL).  FP8 (E4M3 codes; kind ROW: y = sa[row(r) *
+ * sa_rs] * sw[c] * dot, sa_rs = 0 for one per-tensor scale; BLOCK128:
+ * sa[row(r) * sa_rs + kb * sa_ks] x sw [ceil(n/128), k/128] per K block) or
+ * BF16 (no scales).  w [E] / sw [E]: device arrays of the experts' device
+ * pointers.  k * element bytes % 128 == 0 and a 16-byte aligned a, else
+ * OCT_ERR_UNSUPPORTED. */
+typedef struct oct_cuda_moe_gemm_args {
+    const int32_t *tiles, *n_tiles; /* align's list and its length */
+    int64_t max_tiles;              /* grid rows: align's bound */
+    int tile_rows;                  /* align's tile_rows: 8, 16, 32 or 64 */
+    int64_t n, k;
+    bool bf16;
+    oct_scale_kind kind; /* FP8: ROW or BLOCK128 */
+    const void *a;
+    const int32_t *a_rows;
+    int64_t a_rows_max; /* rows of a */
+    const float *sa;
+    int64_t sa_rs, sa_ks;
+    const void *const *w;
+    const float *const *sw;
+    uint16_t *y;
+    int64_t y_rs;
+} oct_cuda_moe_gemm_args;
+oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream);
+/* y [n, H] bf16 = sum_j wts[t, j] * eo[pair_row[t, j]] (f32 sums, slot order). */
+oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, const float *wts,
+                                int64_t n, int64_t k, int64_t H, uint16_t *y, void *stream);
+
 /* Per-row sampling parameters (device memory, one per row). */
 typedef struct oct_cuda_sample_params {
     float temperature; /* 0: greedy */

@@ -219,6 +219,28 @@ __device__ __forceinline__ void oct_mma_chunk(float (&c)[4], const uint4 (&w)[4]
     oct_mma_e4m3(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
 }
 
+/* BF16 tensor-core product m16n8k16 (sm_80+), f32 accumulate in place. */
+__device__ __forceinline__ void oct_mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+/* oct_mma_chunk's 128 bytes as bf16: 64 K values of rows g / g+8 and the token. */
+__device__ __forceinline__ void oct_mma_chunk_bf16(float (&c)[4], const uint4 (&w)[4], uint4 x0,
+                                                   uint4 x1)
+{
+    oct_mma_bf16(c, w[0].x, w[2].x, w[0].y, w[2].y, x0.x, x0.y);
+    oct_mma_bf16(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
+    oct_mma_bf16(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
+    oct_mma_bf16(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
+}
+
 /* Programmatic dependent launch (sm_90): a kernel launched with the
  * programmatic-serialization attribute may start before the previous kernel in
  * the stream finishes; it must wait here before reading that kernel's output. */
@@ -298,9 +320,10 @@ __device__ __forceinline__ void oct_gemv_stash(float (&acc)[MT][4], float (*red_
         }
 }
 
-template <int MT, int WARPS, class Out>
-__device__ __forceinline__ void oct_gemv_store(const float (*red)[MT * 4][32], int n0, int m, int n,
-                                               uint16_t *__restrict__ y, Out out)
+/* The sums of oct_gemv_stash over warps, in warp order: put(tok, row, sum) for
+ * every (token, weight row) of the tile (row relative to the tile's first). */
+template <int MT, int WARPS, class Put>
+__device__ __forceinline__ void oct_gemv_reduce(const float (*red)[MT * 4][32], Put put)
 {
     for (int v = threadIdx.x; v < MT * 4 * 32; v += WARPS * 32) {
         const int e = v >> 5, ln = v & 31;
@@ -309,11 +332,19 @@ __device__ __forceinline__ void oct_gemv_store(const float (*red)[MT * 4][32], i
         for (int wi = 0; wi < WARPS; wi++)
             s += red[wi][e][ln];
         const int mt = e >> 2, c = e & 3;
-        const int row = n0 + (ln >> 2) + (c >= 2 ? 8 : 0);
-        const int tok = mt * 8 + 2 * (ln & 3) + (c & 1);
+        put(mt * 8 + 2 * (ln & 3) + (c & 1), (ln >> 2) + (c >= 2 ? 8 : 0), s);
+    }
+}
+
+template <int MT, int WARPS, class Out>
+__device__ __forceinline__ void oct_gemv_store(const float (*red)[MT * 4][32], int n0, int m, int n,
+                                               uint16_t *__restrict__ y, Out out)
+{
+    oct_gemv_reduce<MT, WARPS>(red, [&](int tok, int r, float s) {
+        const int row = n0 + r;
         if (row < n && tok < m)
             y[(size_t)tok * n + row] = oct_f32_to_bf16_dev(out(tok, row, s));
-    }
+    });
 }
 
 template <class F> static inline cudaError_t oct_cuda_by_token_tiles(int m, F launch)

@@ -478,6 +478,17 @@ bool oct_cuda_linear_device_input(const oct_linear *l, oct_cuda_act *fmt)
     }
 }
 
+bool oct_cuda_linear_device_weights(const oct_linear *l, oct_cuda_weights *out)
+{
+    if (!l || !l->dev || (l->kernel != &oct_kernel_cuda_fp8 && l->kernel != &oct_kernel_cuda_bf16))
+        return false;
+    const cuda_layer *c = l->dev;
+    const bool bf16 = l->kernel == &oct_kernel_cuda_bf16;
+    *out = (oct_cuda_weights){bf16, bf16 ? (const void *)c->w16 : c->w, c->sw, c->kind,
+                              c->bias != NULL};
+    return true;
+}
+
 oct_status oct_cuda_linear_device_codes(const oct_linear *l, oct_cuda_ctx *ctx, int64_t m,
                                         const oct_cuda_act *in, void *y, void *stream,
                                         oct_error *err)

@@ -263,3 +263,33 @@ oct_status oct_cuda_sample(const float *logits, int64_t n, int64_t V,
     (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
+
+oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
+                              bool norm, int32_t *sel, float *wts, int32_t *counts, void *stream)
+{
+    (void)logits, (void)f32, (void)n, (void)E, (void)k, (void)norm, (void)sel, (void)wts;
+    (void)counts, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t E, int tile_rows,
+                              int32_t *counts, int32_t *tiles, int32_t *n_tiles, int32_t *row_tok,
+                              int32_t *pair_row, void *stream)
+{
+    (void)sel, (void)R, (void)k, (void)E, (void)tile_rows, (void)counts, (void)tiles;
+    (void)n_tiles, (void)row_tok, (void)pair_row, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream)
+{
+    (void)args, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
+
+oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, const float *wts,
+                                int64_t n, int64_t k, int64_t H, uint16_t *y, void *stream)
+{
+    (void)eo, (void)pair_row, (void)wts, (void)n, (void)k, (void)H, (void)y, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}

@@ -1,0 +1,208 @@
+// ops_moe.cu — the MoE block's routing on the device: top-k of the router
+// logits, the expert-sorted order and its tile list, and the weighted combine.
+//
+//   route    one warp per token: the k largest logits (ties to the lower
+//            expert, as the CPU backend), their softmax weights (over all
+//            experts, or over the k when renormalised: GraniteMoe's and
+//            norm_topk_prob's case), and per-expert counts (atomics).
+//   align    one block: exclusive sums of the counts (each expert's first
+//            sorted row) and of their tiles of at most tile_rows rows, the
+//            tile list for gemm_moe.cu, and each (token, slot) pair's sorted
+//            row.  The order of rows within an expert depends on the atomics,
+//            but every row is computed alone, so the results do not.  The
+//            counts are left zero for the next call.
+//   combine  y[t] = sum_j w[t, j] * out[row(t, j)] in f32, slot order.
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/cuda/cuda_impl.h"
+
+namespace
+{
+
+constexpr int kAlignThreads = 1024;
+constexpr int kRouteWarps = 4;
+
+struct Cand {
+    float v;
+    int i; // -1: none
+};
+
+__device__ __forceinline__ Cand better(Cand a, Cand b)
+{
+    if (b.i < 0)
+        return a;
+    if (a.i < 0 || b.v > a.v || (b.v == a.v && b.i < a.i))
+        return b;
+    return a;
+}
+
+template <bool F32> __device__ __forceinline__ float logit(const void *lg, size_t i)
+{
+    if (F32)
+        return static_cast<const float *>(lg)[i];
+    return __uint_as_float((uint32_t) static_cast<const uint16_t *>(lg)[i] << 16);
+}
+
+template <bool F32>
+__global__ void moe_route(const void *lg, int n, int E, int k, bool norm, int32_t *sel, float *wts,
+                          int32_t *counts)
+{
+    const int tok = blockIdx.x * kRouteWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (tok >= n)
+        return;
+    const size_t base = (size_t)tok * E;
+    int chosen[OCT_CUDA_MOE_MAX_TOPK];
+    float mx = -INFINITY;
+    for (int e = lane; e < E; e += 32)
+        mx = fmaxf(mx, logit<F32>(lg, base + e));
+    for (int j = 0; j < k; j++) {
+        Cand c = {0.0f, -1};
+        for (int e = lane; e < E; e += 32) {
+            bool taken = false;
+            for (int q = 0; q < j; q++)
+                taken |= chosen[q] == e;
+            if (!taken)
+                c = better(c, Cand{logit<F32>(lg, base + e), e});
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            Cand d = {__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
+            c = better(c, d);
+        }
+        chosen[j] = c.i;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.0f;
+    if (norm) {
+        for (int j = 0; j < k; j++)
+            sum += expf(logit<F32>(lg, base + chosen[j]) - mx);
+    } else {
+        for (int e = lane; e < E; e += 32)
+            sum += expf(logit<F32>(lg, base + e) - mx);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    for (int j = lane; j < k; j += 32) {
+        const int e = chosen[j];
+        sel[(size_t)tok * k + j] = e;
+        wts[(size_t)tok * k + j] = __fdiv_rn(expf(logit<F32>(lg, base + e) - mx), sum);
+        atomicAdd(counts + e, 1);
+    }
+}
+
+__global__ void __launch_bounds__(kAlignThreads)
+    moe_align(const int32_t *sel, int R, int k, int E, int tm, int32_t *counts, int4 *tiles,
+              int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
+{
+    using Scan = cub::BlockScan<int, kAlignThreads>;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ int off[kAlignThreads], fill[kAlignThreads];
+    const int e = threadIdx.x;
+    const int c = e < E ? counts[e] : 0;
+    int o = 0, nt = (c + tm - 1) / tm, to = 0, total = 0;
+    Scan(tmp).ExclusiveSum(c, o);
+    __syncthreads();
+    Scan(tmp).ExclusiveSum(nt, to, total);
+    if (e < E) {
+        counts[e] = 0;
+        off[e] = o;
+        fill[e] = 0;
+        for (int i = 0; i < nt; i++)
+            tiles[to + i] = make_int4(e, o + i * tm, min(tm, c - i * tm), 0);
+    }
+    if (e == 0)
+        *n_tiles = total;
+    __syncthreads();
+    for (int i = threadIdx.x; i < R; i += kAlignThreads) {
+        const int s = sel[i];
+        const int r = off[s] + atomicAdd(&fill[s], 1);
+        row_tok[r] = i / k;
+        pair_row[i] = r;
+    }
+}
+
+// One block per token, 8 bf16 per thread and step.
+__global__ void moe_combine(const uint16_t *__restrict__ eo, const int32_t *__restrict__ pair_row,
+                            const float *__restrict__ wts, int k, int H, uint16_t *__restrict__ y)
+{
+    const int t = blockIdx.x;
+    for (int c = threadIdx.x * 8; c < H; c += blockDim.x * 8) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < k; j++) {
+            const float w = __ldg(wts + (size_t)t * k + j);
+            const int r = __ldg(pair_row + (size_t)t * k + j);
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(eo + (size_t)r * H + c));
+            const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                acc[2 * q] += w * oct_bf16_lo(u[q]);
+                acc[2 * q + 1] += w * oct_bf16_hi(u[q]);
+            }
+        }
+        uint32_t o[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            o[q] = (uint32_t)oct_f32_to_bf16_dev(acc[2 * q]) |
+                   ((uint32_t)oct_f32_to_bf16_dev(acc[2 * q + 1]) << 16);
+        *reinterpret_cast<uint4 *>(y + (size_t)t * H + c) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}
+
+} // namespace
+
+extern "C" oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E,
+                                         int64_t k, bool norm, int32_t *sel, float *wts,
+                                         int32_t *counts, void *stream)
+{
+    if (n < 0 || n > INT32_MAX || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS || k <= 0 || k > E ||
+        k > OCT_CUDA_MOE_MAX_TOPK || (n > 0 && (!logits || !sel || !wts || !counts)))
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                 "moe_route: %lld experts, top-%lld (at most %d experts, top-%d)",
+                                 (long long)E, (long long)k, OCT_CUDA_MOE_MAX_EXPERTS,
+                                 OCT_CUDA_MOE_MAX_TOPK);
+    if (n == 0)
+        return OCT_OK;
+    const unsigned blocks = (unsigned)((n + kRouteWarps - 1) / kRouteWarps);
+    cudaStream_t st = oct_cuda_stream(stream);
+    if (f32)
+        moe_route<true><<<blocks, kRouteWarps * 32, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
+                                                             sel, wts, counts);
+    else
+        moe_route<false><<<blocks, kRouteWarps * 32, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
+                                                              sel, wts, counts);
+    return oct_cuda_ops_launched("moe_route");
+}
+
+extern "C" oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t E,
+                                         int tile_rows, int32_t *counts, int32_t *tiles,
+                                         int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row,
+                                         void *stream)
+{
+    if (R < 0 || R > INT32_MAX || k <= 0 || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS ||
+        tile_rows <= 0 || !counts || !tiles || !n_tiles || (R > 0 && (!sel || !row_tok || !pair_row)))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "moe_align: %lld rows, %lld experts",
+                                 (long long)R, (long long)E);
+    moe_align<<<1, kAlignThreads, 0, oct_cuda_stream(stream)>>>(
+        sel, (int)R, (int)k, (int)E, tile_rows, counts, reinterpret_cast<int4 *>(tiles), n_tiles,
+        row_tok, pair_row);
+    return oct_cuda_ops_launched("moe_align");
+}
+
+extern "C" oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row,
+                                           const float *wts, int64_t n, int64_t k, int64_t H,
+                                           uint16_t *y, void *stream)
+{
+    if (n < 0 || n > INT32_MAX || k <= 0 || H <= 0 || H % 8 != 0 || H > INT32_MAX ||
+        (n > 0 && (!eo || !pair_row || !wts || !y)) || (((uintptr_t)eo | (uintptr_t)y) & 15u))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "moe_combine: n %lld, k %lld, H %lld",
+                                 (long long)n, (long long)k, (long long)H);
+    if (n == 0)
+        return OCT_OK;
+    const unsigned threads = (unsigned)(H / 8 < 256 ? H / 8 : 256);
+    moe_combine<<<(unsigned)n, threads, 0, oct_cuda_stream(stream)>>>(eo, pair_row, wts, (int)k,
+                                                                       (int)H, y);
+    return oct_cuda_ops_launched("moe_combine");
+}

@@ -1,0 +1,325 @@
+/* test_backend_moe.c — the CUDA MoE block (kernels/cuda/backend_cuda_moe.c:
+ * routing, the expert sort, the grouped GEMMs, SiLU-mul, the combine) against
+ * the CPU backend's moe op on the same weights and the same bf16-rounded
+ * input, through the two backends' op tables.  Each case builds E experts
+ * twice (CPU kernels; the registry's CUDA kernels) from one set of f32
+ * weights quantized on the host:
+ *   - BF16 experts, FP8 per-channel weights with per-token activations, FP8
+ *     per-tensor weights with one per-tensor activation scale (vLLM's fused
+ *     MoE), FP8 128x128 blocks with 1x128 groups, fused and unfused gate/up;
+ *   - Qwen3-MoE-like (H 2048, I 768, top-8 of 32), Mixtral-like (H 4096,
+ *     top-2 of 8) and a many-expert shape (128 experts, top-8), with
+ *     renormalised and plain softmax weights;
+ *   - batches of 1, 5, 64 and 300 tokens (every tile size of the grouped
+ *     GEMM: 8, 16, 32, 64 rows).
+ * Tolerance: the device's bf16 intermediates against the CPU's f32 ones,
+ * max |gpu - cpu| <= 4% of max |cpu| and the relative RMS error <= 1.5%
+ * (FP8 codes of the SiLU output that round the other way are the spread).
+ * A second call on the same batch must give bit-identical output (the
+ * expert sort's atomics do not reach the results).  Without a GPU it prints
+ * "skipped: no GPU".  OCTET_TEST_QUICK=1 (under compute-sanitizer): the
+ * many-expert shape alone. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_api.h"
+#include "octet.h"
+#include "testlib.h"
+
+#define MAX_TOL 0.04
+#define RMS_TOL 0.015
+
+typedef enum { W_BF16, W_ROW, W_TENSOR, W_BLOCK } wkind;
+
+typedef struct shape {
+    int64_t H, I, E, k;
+    bool norm;
+} shape;
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+
+static float rnd(void) /* roughly N(0, 1) */
+{
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        s += (float)(rng >> 40) * 0x1p-24f;
+    }
+    return (s - 2.0f) * 1.7320508f;
+}
+
+/* One [n, k] layer for the backend ("cpu" / "cuda") from f32 weights w. */
+static oct_linear *make_layer(const char *name, const float *w, int64_t n, int64_t k, wkind kind,
+                              const char *backend)
+{
+    oct_linear_desc d = {.name = name, .n = n, .k = k};
+    size_t nk = (size_t)(n * k);
+    void *wt = NULL;
+    float *sc = NULL;
+    if (kind == W_BF16) {
+        d.weight_type = OCT_WEIGHT_BF16;
+        uint16_t *b = malloc(nk * 2);
+        for (size_t i = 0; i < nk; i++)
+            b[i] = oct_f32_to_bf16(w[i]);
+        wt = b;
+    } else {
+        d.weight_type = OCT_WEIGHT_FP8;
+        uint8_t *q = malloc(nk);
+        sc = malloc((size_t)(n * (k / 128 + 1)) * sizeof(float));
+        if (kind == W_ROW) {
+            d.weight_scale = OCT_SCALE_ROW;
+            d.act = OCT_ACT_DYNAMIC_TOKEN;
+            oct_quant_rows(OCT_FP8_E4M3FN, w, n, k, 0.0f, q, sc);
+        } else if (kind == W_TENSOR) {
+            d.weight_scale = OCT_SCALE_TENSOR;
+            d.act = OCT_ACT_DYNAMIC_TENSOR;
+            oct_quant_tensor(OCT_FP8_E4M3FN, w, nk, q, sc);
+        } else {
+            d.weight_scale = OCT_SCALE_BLOCK128;
+            d.act = OCT_ACT_GROUP128;
+            oct_quant_blocks(OCT_FP8_E4M3FN, w, n, k, 128, 128, q, sc);
+        }
+        wt = q;
+    }
+    const oct_linear_kernel *kern = NULL;
+    oct_linear *l = NULL;
+    oct_error e;
+    oct_status st = oct_linear_select(&d, backend, &kern, &e);
+    if (st == OCT_OK)
+        st = oct_linear_create(&d, kern, wt, sc, NULL, &l, &e);
+    CHECKF(st == OCT_OK, "%s on %s: %s", name, backend, e.message);
+    free(wt);
+    free(sc);
+    return l;
+}
+
+typedef struct block_set {
+    oct_linear *router;
+    oct_moe_expert *experts;
+} block_set;
+
+/* The experts (and a BF16 router) of shape s for one backend. */
+static block_set make_block(const shape *s, wkind kind, bool unfused, float *const *wgu,
+                            float *const *wdn, const float *wr, const char *backend)
+{
+    block_set b = {make_layer("router", wr, s->E, s->H, W_BF16, backend),
+                   calloc((size_t)s->E, sizeof(oct_moe_expert))};
+    const int64_t I = s->I, H = s->H;
+    for (int64_t e = 0; e < s->E; e++) {
+        oct_moe_expert *x = &b.experts[e];
+        if (unfused) {
+            x->gate_up[0] = make_layer("gate", wgu[e], I, H, kind, backend);
+            x->gate_up[1] = make_layer("up", wgu[e] + I * H, I, H, kind, backend);
+            x->n_gate_up = 2;
+            x->gate_up_n[0] = x->gate_up_n[1] = I;
+        } else {
+            x->gate_up[0] = make_layer("gate_up", wgu[e], 2 * I, H, kind, backend);
+            x->n_gate_up = 1;
+            x->gate_up_n[0] = 2 * I;
+        }
+        x->down = make_layer("down", wdn[e], H, I, kind, backend);
+        x->gate_up_tensor_act = x->down_tensor_act = kind == W_TENSOR;
+    }
+    return b;
+}
+
+static void free_block(block_set *b, int64_t E)
+{
+    for (int64_t e = 0; e < E; e++) {
+        for (int p = 0; p < b->experts[e].n_gate_up; p++)
+            oct_linear_free(b->experts[e].gate_up[p]);
+        oct_linear_free(b->experts[e].down);
+    }
+    free(b->experts);
+    oct_linear_free(b->router);
+}
+
+/* The CUDA block on h (bf16, host) -> y (host f32), through a fresh workspace. */
+static void run_cuda(oct_backend *be, const shape *s, const block_set *bs, int64_t n,
+                     const uint16_t *h, float *y, bool again)
+{
+    const oct_backend_ops *op = be->ops;
+    oct_fwd_dims d = {.max_tokens = n, .max_ctx = 16, .hidden = s->H, .intermediate = 1,
+                      .n_heads = 1, .n_kv_heads = 1, .head_dim = 64, .vocab = 16,
+                      .n_experts = s->E, .top_k = s->k, .moe_intermediate = s->I};
+    oct_backend_ws *ws = NULL;
+    oct_error e;
+    REQUIRE(op->ws_create(be, &d, &ws, &e) == OCT_OK);
+    const size_t hb = (size_t)(n * s->H) * 2;
+    void *dh = NULL, *dy = NULL;
+    REQUIRE(op->alloc(be, hb, &dh, &e) == OCT_OK && op->alloc(be, hb, &dy, &e) == OCT_OK);
+    REQUIRE(op->upload(be, dh, h, hb, &e) == OCT_OK);
+    const oct_moe_block b = {bs->router, bs->experts, s->E, s->k, s->H, s->I, s->norm};
+    oct_status st = op->moe(be, ws, &b, n, dh, dy, &e);
+    CHECKF(st == OCT_OK, "cuda moe: %s", e.message);
+    uint16_t *yb = malloc(hb), *y2 = malloc(hb);
+    REQUIRE(op->download(be, yb, dy, hb, &e) == OCT_OK);
+    if (again && st == OCT_OK) { /* same batch again: bit-identical */
+        CHECK_OK(op->moe(be, ws, &b, n, dh, dy, &e));
+        REQUIRE(op->download(be, y2, dy, hb, &e) == OCT_OK);
+        CHECKF(memcmp(yb, y2, hb) == 0, "second call differs (n %lld)", (long long)n);
+    }
+    for (int64_t i = 0; i < n * s->H; i++)
+        y[i] = oct_bf16_to_f32(yb[i]);
+    free(yb);
+    free(y2);
+    op->free(be, dh);
+    op->free(be, dy);
+    op->ws_free(be, ws);
+}
+
+static void run_cpu(const shape *s, const block_set *bs, int64_t n, const float *h, float *y)
+{
+    oct_backend *be = oct_backend_cpu();
+    oct_fwd_dims d = {.max_tokens = n, .max_ctx = 16, .hidden = s->H, .intermediate = 1,
+                      .n_heads = 1, .n_kv_heads = 1, .head_dim = 64, .vocab = 16,
+                      .n_experts = s->E, .top_k = s->k, .moe_intermediate = s->I};
+    oct_backend_ws *ws = NULL;
+    oct_error e;
+    REQUIRE(be->ops->ws_create(be, &d, &ws, &e) == OCT_OK);
+    const oct_moe_block b = {bs->router, bs->experts, s->E, s->k, s->H, s->I, s->norm};
+    CHECKF(be->ops->moe(be, ws, &b, n, h, y, &e) == OCT_OK, "cpu moe: %s", e.message);
+    be->ops->ws_free(be, ws);
+}
+
+static void compare(const char *what, const float *cpu, const float *gpu, int64_t len)
+{
+    double mx = 0, dmax = 0, se = 0, sr = 0;
+    for (int64_t i = 0; i < len; i++) {
+        double d = fabs((double)gpu[i] - (double)cpu[i]);
+        mx = fmax(mx, fabs((double)cpu[i]));
+        dmax = fmax(dmax, d);
+        se += d * d;
+        sr += (double)cpu[i] * (double)cpu[i];
+    }
+    const double rel = sr > 0 ? sqrt(se / sr) : 0.0;
+    CHECKF(dmax <= MAX_TOL * mx && rel <= RMS_TOL && isfinite(rel),
+           "%s: max |gpu - cpu| %.4g (%.2f%% of max |cpu| %.4g, limit %.0f%%), rel RMS %.3f%% "
+           "(limit %.1f%%)",
+           what, dmax, 100 * dmax / mx, mx, 100 * MAX_TOL, 100 * rel, 100 * RMS_TOL);
+    printf("  %-44s max %.2f%% rms %.3f%%\n", what, 100 * dmax / mx, 100 * rel);
+}
+
+static void check_case(oct_backend *be, const shape *s, wkind kind, bool unfused,
+                       const int64_t *ns, int n_ns)
+{
+    const int64_t H = s->H, I = s->I, E = s->E;
+    float **wgu = malloc((size_t)E * sizeof *wgu), **wdn = malloc((size_t)E * sizeof *wdn);
+    const float sg = 1.0f / sqrtf((float)H), sd = 1.0f / sqrtf((float)I);
+    for (int64_t e = 0; e < E; e++) {
+        wgu[e] = malloc((size_t)(2 * I * H) * sizeof(float));
+        wdn[e] = malloc((size_t)(H * I) * sizeof(float));
+        for (int64_t i = 0; i < 2 * I * H; i++)
+            wgu[e][i] = rnd() * sg;
+        for (int64_t i = 0; i < H * I; i++)
+            wdn[e][i] = rnd() * sd;
+    }
+    float *wr = malloc((size_t)(E * H) * sizeof(float));
+    for (int64_t i = 0; i < E * H; i++)
+        wr[i] = rnd() * sg;
+    block_set cpu = make_block(s, kind, unfused, wgu, wdn, wr, "cpu");
+    block_set gpu = make_block(s, kind, unfused, wgu, wdn, wr, "cuda");
+    static const char *k_names[] = {"bf16", "fp8 per-channel", "fp8 per-tensor", "fp8 block"};
+    for (int c = 0; c < n_ns && testlib_cur_failed == 0; c++) {
+        const int64_t n = ns[c];
+        float *h = malloc((size_t)(n * H) * sizeof(float));
+        uint16_t *hb = malloc((size_t)(n * H) * 2);
+        for (int64_t i = 0; i < n * H; i++) {
+            hb[i] = oct_f32_to_bf16(rnd());
+            h[i] = oct_bf16_to_f32(hb[i]);
+        }
+        float *yc = malloc((size_t)(n * H) * sizeof(float)), *yg = malloc((size_t)(n * H) * 4);
+        run_cpu(s, &cpu, n, h, yc);
+        run_cuda(be, s, &gpu, n, hb, yg, c == n_ns - 1);
+        char what[128];
+        snprintf(what, sizeof what, "E%lld top-%lld H%lld I%lld %s%s n=%lld", (long long)E,
+                 (long long)s->k, (long long)H, (long long)I, k_names[kind],
+                 unfused ? " (gate, up)" : "", (long long)n);
+        compare(what, yc, yg, n * H);
+        free(h);
+        free(hb);
+        free(yc);
+        free(yg);
+    }
+    free_block(&cpu, E);
+    free_block(&gpu, E);
+    for (int64_t e = 0; e < E; e++) {
+        free(wgu[e]);
+        free(wdn[e]);
+    }
+    free(wgu);
+    free(wdn);
+    free(wr);
+}
+
+static oct_backend *g_be;
+
+static void test_qwen3_like(void)
+{
+    const shape s = {2048, 768, 32, 8, false};
+    const int64_t ns[] = {1, 5, 64, 300};
+    for (int k = W_BF16; k <= W_BLOCK; k++)
+        check_case(g_be, &s, (wkind)k, false, ns, 4);
+}
+
+static void test_mixtral_like(void)
+{
+    const shape s = {4096, 1024, 8, 2, true};
+    const int64_t ns[] = {1, 64, 300};
+    check_case(g_be, &s, W_ROW, false, ns, 3);
+    check_case(g_be, &s, W_BLOCK, true, ns, 3);
+    check_case(g_be, &s, W_TENSOR, true, ns, 3);
+}
+
+static void test_many_experts(void)
+{
+    const shape s = {256, 128, 128, 8, true};
+    const int64_t ns[] = {1, 16, 64, 300};
+    check_case(g_be, &s, W_ROW, false, ns, 4);
+    check_case(g_be, &s, W_BF16, true, ns, 4);
+}
+
+static void test_bad_args(void)
+{
+    void *d = NULL;
+    REQUIRE(oct_cuda_malloc(&d, 1 << 16) == OCT_OK);
+    CHECK(oct_cuda_moe_route(d, true, 4, 2000, 2, false, d, d, d, NULL) == OCT_ERR_UNSUPPORTED);
+    CHECK(oct_cuda_moe_route(d, true, 4, 8, 9, false, d, d, d, NULL) == OCT_ERR_UNSUPPORTED);
+    CHECK(oct_cuda_moe_align(d, -1, 2, 8, 8, d, d, d, d, d, NULL) == OCT_ERR_INVALID_ARG);
+    oct_cuda_moe_gemm_args g = {.tiles = d, .n_tiles = d, .max_tiles = 1, .tile_rows = 8,
+                                .n = 16, .k = 100, .kind = OCT_SCALE_ROW, .a = d,
+                                .a_rows_max = 1, .sa = d, .w = d, .sw = d, .y = d, .y_rs = 16};
+    CHECK(oct_cuda_moe_gemm(&g, NULL) == OCT_ERR_UNSUPPORTED); /* k % 128 */
+    g.k = 128;
+    g.tile_rows = 12;
+    CHECK(oct_cuda_moe_gemm(&g, NULL) == OCT_ERR_INVALID_ARG);
+    CHECK(oct_cuda_moe_combine(d, d, d, 1, 2, 12, d, NULL) == OCT_ERR_INVALID_ARG); /* H % 8 */
+    CHECK(oct_cuda_ops_last_error()[0] != '\0');
+    char byte;
+    CHECK(oct_cuda_memcpy_d2h(&byte, d, 1) == OCT_OK); /* the device is still healthy */
+    oct_cuda_free(d);
+}
+
+int main(void)
+{
+    if (!oct_cuda_available()) {
+        printf("skipped: no GPU\n");
+        return testlib_finish();
+    }
+    oct_error e;
+    if (oct_backend_cuda_create(0, true, &g_be, &e) != OCT_OK) {
+        printf("FAIL: CUDA backend: %s\n", e.message);
+        return 1;
+    }
+    RUN(test_bad_args);
+    RUN(test_many_experts);
+    if (!getenv("OCTET_TEST_QUICK")) { /* (quick: under compute-sanitizer) */
+        RUN(test_mixtral_like);
+        RUN(test_qwen3_like);
+    }
+    oct_backend_free(g_be);
+    return testlib_finish();
+}
