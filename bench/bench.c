@@ -14,6 +14,8 @@ int cli_bench(int argc, char **argv)
                 "       octet bench fp8  [--n N] [--json]\n"
                 "       octet bench model [--shape small|3b|8b] [--prompt N] [--decode N] "
                 "[--json]\n"
+                "       octet bench batch --model DIR [--quantization Q] [--batch B] [--prompt P] "
+                "[--decode N] [--json]\n"
                 "       octet bench serve_load [options]   (see docs/SERVER.md)\n"
                 "       octet bench open [--tensors N --shards S] [--repeat R] [--json]\n");
         return argc < 2 ? 2 : 0;
@@ -24,11 +26,14 @@ int cli_bench(int argc, char **argv)
         return bench_fp8_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "model") == 0)
         return bench_model_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "batch") == 0)
+        return bench_batch_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve_load") == 0)
         return bench_serve_load_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "open") == 0)
         return bench_open_main(argc - 1, argv + 1);
-    fprintf(stderr, "octet bench: unknown benchmark '%s' (gemm, fp8, model, serve_load, open)\n",
+    fprintf(stderr,
+            "octet bench: unknown benchmark '%s' (gemm, fp8, model, batch, serve_load, open)\n",
             argv[1]);
     return 2;
 }

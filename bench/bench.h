@@ -7,6 +7,7 @@
 int bench_gemm_main(int argc, char **argv);
 int bench_fp8_main(int argc, char **argv);
 int bench_model_main(int argc, char **argv);
+int bench_batch_main(int argc, char **argv);
 int bench_serve_load_main(int argc, char **argv);
 int bench_open_main(int argc, char **argv);
 

@@ -16,7 +16,10 @@
  *   - MoE models (Mixtral, Qwen3-MoE, GraniteMoe in device shapes, saved and
  *     fused expert layouts, tools/make_moe_device_models.py into
  *     $OCTET_MOE_MODELS): the prefill and greedy checks above for BF16, fp8,
- *     fp8_per_block, the FP8 KV cache, and pre-quantized checkpoints.
+ *     fp8_per_block, the FP8 KV cache, and pre-quantized checkpoints; FP8
+ *     ones within MOE_FP8_LOGIT_TOL of the range and MOE_FP8_MARGIN_TOL nats
+ *     (the FP8 codes of the expert SiLU output flip with the device's bf16
+ *     rounding before it, as in vLLM's fused MoE: test_backend_moe.c).
  * Without a GPU it prints "skipped: no GPU". */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +35,8 @@
 #define MARGIN_TOL 0.25 /* nats */
 #define PPL_TOL 0.001   /* relative */
 #define N_GEN 32
+#define MOE_FP8_LOGIT_TOL 0.06
+#define MOE_FP8_MARGIN_TOL 0.5
 
 typedef struct scheme {
     const char *quantization; /* NULL: BF16 */
@@ -119,8 +124,19 @@ static bool step(run *r, const int32_t *tok, int64_t n)
     return st == OCT_OK;
 }
 
+/* Tolerances of one comparison: of the logit range, and of the top-2 margin. */
+typedef struct tols {
+    double logit, margin;
+} tols;
+
+static const tols k_dense = {LOGIT_TOL, MARGIN_TOL};
+/* FP8 MoE models: the SiLU output's E4M3 codes flip where the device's bf16
+ * gate/up output crosses a code boundary (test_backend_moe.c: ~1.3% RMS per
+ * expert output, against 0.4% for BF16), and routing near-ties move with it. */
+static const tols k_moe_fp8 = {MOE_FP8_LOGIT_TOL, MOE_FP8_MARGIN_TOL};
+
 static void compare_scheme(const char *dir, const char *label, const scheme *sc,
-                           const int32_t *prompt, int64_t n_prompt)
+                           const int32_t *prompt, int64_t n_prompt, const tols *tol)
 {
     char name[96];
     snprintf(name, sizeof name, "%s%s%s", label, sc->quantization ? sc->quantization : "bf16",
@@ -147,8 +163,8 @@ static void compare_scheme(const char *dir, const char *label, const scheme *sc,
         dmax = fmax(dmax, fabs((double)rc.logits[i] - (double)rd.logits[i]));
     }
     printf("  %-22s prefill logits: max |cuda - cpu| %.4f of range %.2f (%.4f, tolerance %.2f)\n",
-           name, dmax, hi - lo, dmax / (hi - lo), LOGIT_TOL);
-    CHECKF(ok && dmax <= LOGIT_TOL * (hi - lo), "%s: logits differ by %.4f of the range", name,
+           name, dmax, hi - lo, dmax / (hi - lo), tol->logit);
+    CHECKF(ok && dmax <= tol->logit * (hi - lo), "%s: logits differ by %.4f of the range", name,
            dmax / (hi - lo));
     int64_t same = 0;
     for (int g = 0; ok && g < N_GEN; g++) {
@@ -157,8 +173,8 @@ static void compare_scheme(const char *dir, const char *label, const scheme *sc,
             double m = top2_margin(rc.logits, V, lp);
             printf("  %-22s greedy: %lld equal, then cpu %d / cuda %d at a top-2 margin of %.4f "
                    "nats (tolerance %.2f)\n",
-                   name, (long long)same, tc, td, m, MARGIN_TOL);
-            CHECKF(m < MARGIN_TOL, "%s: greedy ids differ at token %lld with margin %.3f", name,
+                   name, (long long)same, tc, td, m, tol->margin);
+            CHECKF(m < tol->margin, "%s: greedy ids differ at token %lld with margin %.3f", name,
                    (long long)same, m);
             break;
         }
@@ -186,7 +202,7 @@ static void test_logits_and_greedy(void)
     oct_token_ids ids = {0};
     REQUIRE(oct_tokenizer_encode(tok, text, strlen(text), true, &ids, &e) == OCT_OK);
     for (size_t i = 0; i < sizeof k_schemes / sizeof k_schemes[0]; i++)
-        compare_scheme(MODEL, "", &k_schemes[i], ids.ids, ids.n);
+        compare_scheme(MODEL, "", &k_schemes[i], ids.ids, ids.n, &k_dense);
     oct_token_ids_free(&ids);
     oct_tokenizer_free(tok);
 }
@@ -428,13 +444,14 @@ static void test_eval_perplexity(void)
  * activations; the fp8 method's FP8_BLOCK: 128x128 blocks). */
 static void moe_model(const char *root, const char *arch, const int32_t *prompt, int64_t n)
 {
-    static const scheme k_moe[] = {{NULL, NULL}, {"fp8", NULL}, {"fp8_per_block", NULL},
-                                   {"fp8", "fp8"}};
+    static const scheme k_moe[] = {
+        {NULL, NULL}, {"fp8", NULL}, {"fp8_per_block", NULL}, {"fp8", "fp8"}};
     char dir[1024], label[64];
     snprintf(dir, sizeof dir, "%s/%s", root, arch);
     snprintf(label, sizeof label, "%s ", arch);
     for (size_t i = 0; i < sizeof k_moe / sizeof k_moe[0]; i++)
-        compare_scheme(dir, label, &k_moe[i], prompt, n);
+        compare_scheme(dir, label, &k_moe[i], prompt, n,
+                       k_moe[i].quantization ? &k_moe_fp8 : &k_dense);
     static const char *k_ckpt[][2] = {{"FP8_DYNAMIC", "compressed-tensors"}, {"FP8_BLOCK", "fp8"}};
     const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
     for (int c = 0; c < 2; c++) {
@@ -447,7 +464,7 @@ static void moe_model(const char *root, const char *arch, const int32_t *prompt,
         CHECKF(system(cmd) == 0, "%s", cmd);
         snprintf(label, sizeof label, "%s %s/%s ", arch, k_ckpt[c][0], k_ckpt[c][1]);
         const scheme plain = {NULL, NULL};
-        compare_scheme(out, label, &plain, prompt, n);
+        compare_scheme(out, label, &plain, prompt, n, &k_moe_fp8);
     }
 }
 
@@ -461,8 +478,8 @@ static void test_moe_models(void)
     int32_t prompt[40];
     for (int i = 0; i < 40; i++)
         prompt[i] = 3 + (i * 37 + 11) % 500;
-    static const char *k_arch[] = {"mixtral", "qwen3_moe", "granitemoe", "qwen3_moe_fused",
-                                   "mixtral_fused", "granitemoe_fused"};
+    static const char *k_arch[] = {"mixtral",         "qwen3_moe",     "granitemoe",
+                                   "qwen3_moe_fused", "mixtral_fused", "granitemoe_fused"};
     for (size_t a = 0; a < sizeof k_arch / sizeof k_arch[0]; a++) {
         char cfg[1024];
         snprintf(cfg, sizeof cfg, "%s/%s/config.json", root, k_arch[a]);
@@ -478,7 +495,7 @@ static void test_moe_models(void)
             snprintf(label, sizeof label, "%s ", k_arch[a]);
             const scheme sc[] = {{NULL, NULL}, {"fp8_per_block", NULL}};
             for (int i = 0; i < 2; i++)
-                compare_scheme(dir, label, &sc[i], prompt, 40);
+                compare_scheme(dir, label, &sc[i], prompt, 40, i ? &k_moe_fp8 : &k_dense);
         } else {
             moe_model(root, k_arch[a], prompt, 40);
         }

@@ -24,6 +24,8 @@
 #              (tools/pack_device.sh --tokenizer makes it)
 #   T_OPS, T_MEMCHECK, T_MODEL, T_MOE_OPS, T_MOE_MODEL, T_SERVER, T_BENCH, T_SERVE,
 #   T_PROFILE  time limits in seconds
+# Step "moebench": bench/cuda/bench_moe.py for each model of MOE_BENCH (default
+# "qwen3 mixtral"), MOE_ARGS its extra arguments, T_MOE_BENCH the limit of each.
 # Step "moe": test_backend_moe (and memcheck on it), then the MoE models of
 # tools/make_moe_device_models.py through test_model_device (OCTET_MOE_MODELS).
 set -uo pipefail
@@ -78,6 +80,16 @@ if want moe; then
         timeout ${T_MOE_MODEL:-300} "$D/run" tests/test_model_device >"$OUT/moe_model.log" 2>&1
     echo "test_model_device (MoE) rc=$?" | tee -a "$OUT/moe_model.log"
     grep -E "logits|greedy|FAIL|passed" "$OUT/moe_model.log" | head -60
+fi
+if want moebench; then
+    for mm in ${MOE_BENCH:-qwen3 mixtral}; do
+        stamp "bench_moe.py --model $mm ${MOE_ARGS:=}"
+        # shellcheck disable=SC2086
+        PYTHONUNBUFFERED=1 timeout ${T_MOE_BENCH:-560} python3 bench/cuda/bench_moe.py \
+            --octet "$D/octet" --model "$mm" --out "$OUT" $MOE_ARGS >"$OUT/moe_bench_$mm.log" 2>&1
+        echo "bench_moe $mm rc=$?" | tee -a "$OUT/moe_bench_$mm.log"
+        tail -25 "$OUT/moe_bench_$mm.log"
+    done
 fi
 if want server; then
     # the server's black-box tests (openai npm client included where node exists) against

@@ -195,8 +195,8 @@ static oct_status select_kernel(const oct_linear_desc *d, const char *backend, c
     scheme_str(d, scheme, sizeof scheme);
     if (want)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                             "%s=%s cannot implement layer %s [%s]: %s", flag, want,
-                             layer_name(d), scheme, reasons);
+                             "%s=%s cannot implement layer %s [%s]: %s", flag, want, layer_name(d),
+                             scheme, reasons);
     return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                          "no linear kernel can implement layer %s [%s]: %s", layer_name(d), scheme,
                          reasons);
@@ -263,8 +263,7 @@ oct_status oct_linear_selector_pick(oct_linear_selector *s, const oct_linear_des
     /* "ref" etc. were validated at create; an empty string means auto but
      * must not re-read the environment differently, so pass "auto" only when
      * the selector was created without a restriction. */
-    oct_status st =
-        select_kernel(d, s->backend[0] ? s->backend : "auto", s->flag, false, out, err);
+    oct_status st = select_kernel(d, s->backend[0] ? s->backend : "auto", s->flag, false, out, err);
     if (st != OCT_OK)
         return st;
     OCT_DEBUG("Selected %s for %s", (*out)->name, layer_name(d));

@@ -154,8 +154,8 @@ oct_status oct_model_moe_kernels(const oct_model *m, oct_error *err)
         const char *k = NULL;
         if (l < a->n_layers) {
             const oct_layer_weights *lw = &m->layers[l];
-            const oct_moe_block b = {lw->router,         lw->experts, a->n_experts, a->top_k,
-                                     a->hidden,          a->moe_intermediate,       a->norm_topk};
+            const oct_moe_block b = {lw->router, lw->experts,         a->n_experts, a->top_k,
+                                     a->hidden,  a->moe_intermediate, a->norm_topk};
             oct_status st = m->be->ops->moe_kernel(m->be, &b, &k, cur, sizeof cur, err);
             if (st != OCT_OK)
                 return st;

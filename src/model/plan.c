@@ -609,8 +609,8 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
     if (moe_own && strcmp(mb, "cuda_grouped") == 0)
         mb = "cuda";
     if ((st = oct_linear_selector_create(opts->linear_backend, &c.sel, err)) != OCT_OK ||
-        (st = oct_linear_selector_create(moe_own ? mb : opts->linear_backend, &c.moe_sel,
-                                         err)) != OCT_OK)
+        (st = oct_linear_selector_create(moe_own ? mb : opts->linear_backend, &c.moe_sel, err)) !=
+            OCT_OK)
         goto out;
     if (moe_own)
         oct_linear_selector_set_flag(c.moe_sel, "--moe-backend");

@@ -80,9 +80,9 @@ void oct_cuda_moe_free(oct_cuda_moe *m)
             }
     }
     oct_free(m->tables);
-    void *bufs[] = {m->logits, m->sel, m->pair_row, m->row_tok, m->wts, m->counts, m->n_tiles,
-                    m->tiles,  m->hq,  m->aq,       m->hs,      m->as,  m->gu,     m->ab,
-                    m->eo};
+    void *bufs[] = {m->logits, m->sel,     m->pair_row, m->row_tok, m->wts,
+                    m->counts, m->n_tiles, m->tiles,    m->hq,      m->aq,
+                    m->hs,     m->as,      m->gu,       m->ab,      m->eo};
     for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
         oct_cuda_free(bufs[i]);
     oct_free(m);
@@ -214,8 +214,9 @@ static oct_status role_upload(const oct_moe_block *b, bool gu, moe_role *r, oct_
     }
     oct_free(hw);
     oct_free(hs);
-    return st == OCT_OK ? OCT_OK
-                        : oct_error_set(err, st, -1, "cannot place the MoE expert tables on the GPU");
+    return st == OCT_OK
+               ? OCT_OK
+               : oct_error_set(err, st, -1, "cannot place the MoE expert tables on the GPU");
 }
 
 /* ", per-tensor weights" etc. for the load log (nothing for BF16). */
@@ -244,9 +245,9 @@ static oct_status block_check(const oct_moe_block *b, moe_role *gu, moe_role *dn
     oct_status st = role_check(b, true, gu, err);
     if (st == OCT_OK)
         st = role_check(b, false, dn, err);
-    if (st == OCT_OK && (gu->width[0] + (gu->n_parts == 2 ? gu->width[1] : 0) !=
-                             2 * b->intermediate ||
-                         b->intermediate % 128 != 0))
+    if (st == OCT_OK &&
+        (gu->width[0] + (gu->n_parts == 2 ? gu->width[1] : 0) != 2 * b->intermediate ||
+         b->intermediate % 128 != 0))
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "MoE intermediate size %lld: the GPU experts need a multiple of 128",
                              (long long)b->intermediate);
@@ -287,8 +288,8 @@ oct_status oct_cuda_moe_describe(const oct_moe_block *b, const char **kernel, ch
     oct_status st = block_check(b, &gu, &dn, err);
     if (st != OCT_OK)
         return st;
-    static const char *k_in[] = {"BF16", "FP8 per-token activations",
-                                 "FP8 1x128-group activations", "FP8 per-tensor activations"};
+    static const char *k_in[] = {"BF16", "FP8 per-token activations", "FP8 1x128-group activations",
+                                 "FP8 per-tensor activations"};
     *kernel = gu.bf16 ? "cuda_grouped_bf16" : "cuda_grouped_fp8";
     const oct_moe_expert *e0 = &b->experts[0];
     snprintf(scheme, len, "%lld experts, top-%lld; gate/up %s%s; down %s%s",
@@ -309,8 +310,8 @@ static int tile_rows_for(int64_t R, int64_t E)
 
 /* x [rows, k] bf16 quantized as `in` wants: codes q, scales s; *rs, *ks the
  * scale strides the GEMM reads. */
-static oct_status quant_in(moe_in in, float ub, const void *x, int64_t rows, int64_t k,
-                           uint8_t *q, float *s, int64_t *rs, int64_t *ks, void *stream)
+static oct_status quant_in(moe_in in, float ub, const void *x, int64_t rows, int64_t k, uint8_t *q,
+                           float *s, int64_t *rs, int64_t *ks, void *stream)
 {
     *ks = 1;
     switch (in) {
@@ -367,14 +368,13 @@ static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const 
     const int64_t E = b->n_experts, k = b->top_k, R = n * k;
     oct_cuda_weights rw;
     const bool f32 = oct_cuda_linear_device_weights(b->router, &rw) && rw.bf16;
-    oct_status st = f32 ? oct_cuda_linear_device_f32(b->router, ctx, n, h, 1.0f, m->logits, stream,
-                                                     err)
-                        : oct_cuda_linear_device(b->router, ctx, n, h, m->logits, m->aq,
-                                                 (size_t)(R * b->intermediate), stream, err);
+    oct_status st =
+        f32 ? oct_cuda_linear_device_f32(b->router, ctx, n, h, 1.0f, m->logits, stream, err)
+            : oct_cuda_linear_device(b->router, ctx, n, h, m->logits, m->aq,
+                                     (size_t)(R * b->intermediate), stream, err);
     if (st != OCT_OK)
         return st;
-    CK(oct_cuda_moe_route(m->logits, f32, n, E, k, b->norm_topk, m->sel, m->wts, m->counts,
-                          stream),
+    CK(oct_cuda_moe_route(m->logits, f32, n, E, k, b->norm_topk, m->sel, m->wts, m->counts, stream),
        "routing");
     g->tile_rows = tile_rows_for(R, E);
     g->max_tiles = OCT_MIN(R, oct_ceil_div(R, g->tile_rows) + E);

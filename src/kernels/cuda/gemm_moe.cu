@@ -142,8 +142,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
     });
 }
 
-template <int MT>
-cudaError_t launch_mt(const oct_cuda_moe_gemm_args *p, int kind, cudaStream_t st)
+template <int MT> cudaError_t launch_mt(const oct_cuda_moe_gemm_args *p, int kind, cudaStream_t st)
 {
     const dim3 grid((unsigned)((p->n + kRows - 1) / kRows), (unsigned)p->max_tiles);
     const int ef = oct_cuda_gemv_evict_first;
@@ -169,10 +168,10 @@ extern "C" oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *p, void *s
     if (kb % 128 != 0 || p->max_tiles > 65535 || p->n > INT32_MAX / 2 ||
         p->a_rows_max * kb > INT32_MAX || (block && p->a_rows_max * p->sa_rs > INT32_MAX) ||
         ((uintptr_t)p->a & 15u))
-        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
-                                 "moe_gemm: K = %lld (needs a multiple of %d), %lld rows, %lld tiles",
-                                 (long long)p->k, p->bf16 ? 64 : 128, (long long)p->a_rows_max,
-                                 (long long)p->max_tiles);
+        return oct_cuda_ops_fail(
+            OCT_ERR_UNSUPPORTED,
+            "moe_gemm: K = %lld (needs a multiple of %d), %lld rows, %lld tiles", (long long)p->k,
+            p->bf16 ? 64 : 128, (long long)p->a_rows_max, (long long)p->max_tiles);
     const int kind = p->bf16 ? BF16 : block ? FP8_BLOCK : FP8_ROW;
     cudaStream_t st = oct_cuda_stream(stream);
     cudaError_t e;

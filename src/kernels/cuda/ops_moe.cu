@@ -159,10 +159,9 @@ extern "C" oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n
 {
     if (n < 0 || n > INT32_MAX || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS || k <= 0 || k > E ||
         k > OCT_CUDA_MOE_MAX_TOPK || (n > 0 && (!logits || !sel || !wts || !counts)))
-        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
-                                 "moe_route: %lld experts, top-%lld (at most %d experts, top-%d)",
-                                 (long long)E, (long long)k, OCT_CUDA_MOE_MAX_EXPERTS,
-                                 OCT_CUDA_MOE_MAX_TOPK);
+        return oct_cuda_ops_fail(
+            OCT_ERR_UNSUPPORTED, "moe_route: %lld experts, top-%lld (at most %d experts, top-%d)",
+            (long long)E, (long long)k, OCT_CUDA_MOE_MAX_EXPERTS, OCT_CUDA_MOE_MAX_TOPK);
     if (n == 0)
         return OCT_OK;
     const unsigned blocks = (unsigned)((n + kRouteWarps - 1) / kRouteWarps);
@@ -182,7 +181,8 @@ extern "C" oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t 
                                          void *stream)
 {
     if (R < 0 || R > INT32_MAX || k <= 0 || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS ||
-        tile_rows <= 0 || !counts || !tiles || !n_tiles || (R > 0 && (!sel || !row_tok || !pair_row)))
+        tile_rows <= 0 || !counts || !tiles || !n_tiles ||
+        (R > 0 && (!sel || !row_tok || !pair_row)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "moe_align: %lld rows, %lld experts",
                                  (long long)R, (long long)E);
     moe_align<<<1, kAlignThreads, 0, oct_cuda_stream(stream)>>>(
@@ -203,6 +203,6 @@ extern "C" oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pa
         return OCT_OK;
     const unsigned threads = (unsigned)(H / 8 < 256 ? H / 8 : 256);
     moe_combine<<<(unsigned)n, threads, 0, oct_cuda_stream(stream)>>>(eo, pair_row, wts, (int)k,
-                                                                       (int)H, y);
+                                                                      (int)H, y);
     return oct_cuda_ops_launched("moe_combine");
 }
