@@ -6,7 +6,7 @@
  *
  *   octet bench batch --model DIR [--quantization Q] [--kv-cache-dtype D]
  *                     [--device D] [--moe-backend B] [--batch B[,B...]] [--prompt P]
- *                     [--decode N] [--json]
+ *                     [--decode N] [--enforce-eager] [--json]
  *
  * One load; a fresh session per batch size (a JSON line each with --json).
  *
@@ -53,6 +53,8 @@ static int parse(int argc, char **argv, batch_args *a)
                                                   : NULL;
         if (strcmp(f, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(f, "--enforce-eager") == 0) {
+            a->o.enforce_eager = true;
         } else if ((s || n) && v) {
             if (s)
                 *s = v;

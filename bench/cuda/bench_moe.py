@@ -155,10 +155,13 @@ def main():
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the model folder afterwards")
+    ap.add_argument("--write-only", action="store_true", help="write the model and stop")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     d = a.dir or "/tmp/moe_" + a.model
     make_model(a.model, d)
+    if a.write_only:
+        return
     res = {"model": a.model, "shape": SHAPES[a.model][1], "prompt": PROMPT, "decode": a.decode}
     res["rows"] = octet_rows(a.octet, d, a.decode)
     if not a.no_torch:

@@ -328,17 +328,28 @@ static oct_status cpu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const 
 }
 
 /* Runs a role's units (fused: one; unfused: several) into out [n, sum of n_i]. */
+/* One part's forward: from f32 x, or (xq != NULL) from per-tensor FP8 codes
+ * with the scale *sq. */
+static oct_status part_forward(oct_linear *l, int64_t n, const float *x, const uint8_t *xq,
+                               const float *sq, float *y, oct_error *err)
+{
+    if (xq)
+        return oct_linear_forward_q(l, n, xq, OCT_SCALE_TENSOR, sq, y, err);
+    return oct_linear_forward(l, n, x, y, err);
+}
+
 static oct_status run_units(oct_linear *const *units, const int64_t *widths, int n_units, int64_t n,
-                            const float *x, float *out, float *tmp, oct_error *err)
+                            const float *x, const uint8_t *xq, const float *sq, float *out,
+                            float *tmp, oct_error *err)
 {
     if (n_units == 1)
-        return oct_linear_forward(units[0], n, x, out, err);
+        return part_forward(units[0], n, x, xq, sq, out, err);
     int64_t total = 0;
     for (int u = 0; u < n_units; u++)
         total += widths[u];
     int64_t off = 0;
     for (int u = 0; u < n_units; u++) {
-        oct_status st = oct_linear_forward(units[u], n, x, tmp, err);
+        oct_status st = part_forward(units[u], n, x, xq, sq, tmp, err);
         if (st != OCT_OK)
             return st;
         for (int64_t t = 0; t < n; t++)
@@ -352,7 +363,7 @@ static oct_status cpu_linear(oct_backend *be, oct_backend_ws *ws, const oct_unit
                              const void *x, void *y, oct_error *err)
 {
     (void)be;
-    return run_units(u->units, u->widths, u->n, n, x, y, ws->tmp, err);
+    return run_units(u->units, u->widths, u->n, n, x, NULL, NULL, y, ws->tmp, err);
 }
 
 /* The CPU's lm_head writes straight into the host buffer fetch_logits is
@@ -449,12 +460,10 @@ static oct_status experts_pass(const oct_moe_block *b, oct_backend_ws *ws, bool 
         int64_t r0 = ws->off[e], c = ws->off[e + 1] - r0;
         if (c == 0)
             continue;
-        if (up && ex->gate_up_tensor_act)
-            st = oct_linear_forward_q(ex->gate_up[0], c, ws->xq + r0 * H, OCT_SCALE_TENSOR, &s,
-                                      ws->gu + r0 * 2 * I, err);
-        else if (up)
+        if (up) /* gate/up: one fused layer, or the two side by side */
             st = run_units(ex->gate_up, ex->gate_up_n, ex->n_gate_up, c, ws->xs + r0 * H,
-                           ws->gu + r0 * 2 * I, ws->etmp, err);
+                           ex->gate_up_tensor_act ? ws->xq + r0 * H : NULL, &s, ws->gu + r0 * 2 * I,
+                           ws->etmp, err);
         else if (ex->down_tensor_act)
             st = oct_linear_forward_q(ex->down, c, ws->xq + r0 * I, OCT_SCALE_TENSOR, &s,
                                       ws->eo + r0 * H, err);
