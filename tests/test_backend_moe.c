@@ -306,6 +306,45 @@ static void test_many_experts(void)
     check_case(g_be, &s, W_BF16, true, ns, 4);
 }
 
+/* The per-tensor quantizer the MoE inputs take (one block up to 2^16 values,
+ * three passes above): the CPU's oct_quant_tensor bytes and scale, NaN too. */
+static void test_quant_tensor(void)
+{
+    const int64_t sizes[] = {1000, 65536, 70001};
+    for (int c = 0; c < 3; c++)
+        for (int nan = 0; nan < 2; nan++) {
+            const int64_t n = sizes[c];
+            uint16_t *xb = malloc((size_t)n * 2);
+            float *xf = malloc((size_t)n * 4);
+            uint8_t *qc = malloc((size_t)n), *qg = malloc((size_t)n);
+            for (int64_t i = 0; i < n; i++) {
+                xb[i] = oct_f32_to_bf16(rnd() * 3.0f);
+                xf[i] = oct_bf16_to_f32(xb[i]);
+            }
+            if (nan) {
+                xb[n / 3] = 0xFFC0u; /* a negative NaN */
+                xf[n / 3] = oct_bf16_to_f32(0xFFC0u);
+            }
+            float sc = 0, sg = 0;
+            void *dx = NULL, *dq = NULL, *ds = NULL;
+            REQUIRE(oct_cuda_malloc(&dx, (size_t)n * 2) == OCT_OK &&
+                    oct_cuda_malloc(&dq, (size_t)n) == OCT_OK && oct_cuda_malloc(&ds, 4) == OCT_OK);
+            REQUIRE(oct_cuda_memcpy_h2d(dx, xb, (size_t)n * 2) == OCT_OK);
+            oct_quant_tensor(OCT_FP8_E4M3FN, xf, (size_t)n, qc, &sc);
+            CHECK_OK(oct_cuda_quant_tensor_bf16(dx, n, dq, ds, NULL));
+            REQUIRE(oct_cuda_memcpy_d2h(qg, dq, (size_t)n) == OCT_OK &&
+                    oct_cuda_memcpy_d2h(&sg, ds, 4) == OCT_OK);
+            int64_t bad = 0; /* a NaN: a NaN scale and only NaN codes, as the CPU's */
+            for (int64_t i = 0; i < n; i++)
+                bad += nan ? (qg[i] & 0x7Fu) != 0x7Fu : qg[i] != qc[i];
+            CHECKF(nan ? isnan(sc) && isnan(sg) && bad == 0 : sc == sg && bad == 0,
+                   "n %lld%s: scale cpu %g gpu %g, %lld codes wrong", (long long)n,
+                   nan ? " (NaN)" : "", (double)sc, (double)sg, (long long)bad);
+            oct_cuda_free(dx), oct_cuda_free(dq), oct_cuda_free(ds);
+            free(xb), free(xf), free(qc), free(qg);
+        }
+}
+
 static void test_bad_args(void)
 {
     void *d = NULL;
@@ -350,6 +389,7 @@ int main(void)
         return 1;
     }
     RUN(test_bad_args);
+    RUN(test_quant_tensor);
     RUN(test_many_experts);
     if (!getenv("OCTET_TEST_QUICK")) { /* (quick: under compute-sanitizer) */
         RUN(test_mixtral_like);

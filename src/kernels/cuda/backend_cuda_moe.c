@@ -374,15 +374,13 @@ static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const 
                                      (size_t)(R * b->intermediate), stream, err);
     if (st != OCT_OK)
         return st;
-    CK(oct_cuda_moe_route(m->logits, f32, n, E, k, b->norm_topk, m->sel, m->wts, m->counts, stream),
-       "routing");
     g->tile_rows = tile_rows_for(R, E);
     g->max_tiles = OCT_MIN(R, oct_ceil_div(R, g->tile_rows) + E);
     g->tiles = m->tiles;
     g->n_tiles = m->n_tiles;
-    CK(oct_cuda_moe_align(m->sel, R, k, E, g->tile_rows, m->counts, m->tiles, m->n_tiles,
-                          m->row_tok, m->pair_row, stream),
-       "expert sort");
+    CK(oct_cuda_moe_route_sort(m->logits, f32, n, E, k, b->norm_topk, g->tile_rows, m->sel, m->wts,
+                               m->counts, m->tiles, m->n_tiles, m->row_tok, m->pair_row, stream),
+       "routing and expert sort");
     return OCT_OK;
 }
 

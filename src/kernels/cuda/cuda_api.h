@@ -306,6 +306,13 @@ oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E
 oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t E, int tile_rows,
                               int32_t *counts, int32_t *tiles, int32_t *n_tiles, int32_t *row_tok,
                               int32_t *pair_row, void *stream);
+/* route then align, as one kernel for up to OCT_CUDA_MOE_FUSED_ROUTE_MAX
+ * tokens (counts untouched), as the two above beyond. */
+#define OCT_CUDA_MOE_FUSED_ROUTE_MAX 256
+oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
+                                   bool norm, int tile_rows, int32_t *sel, float *wts,
+                                   int32_t *counts, int32_t *tiles, int32_t *n_tiles,
+                                   int32_t *row_tok, int32_t *pair_row, void *stream);
 /* The grouped expert GEMM over a tile list: y [sorted row r, n] (row stride
  * y_rs) = A [row(r), k] x W_e [n, k]^T of its tile's expert e, row(r) =
  * a_rows[r] or r (a_rows NULL).  FP8 (E4M3 codes; kind ROW: y = sa[row(r) *

@@ -43,13 +43,12 @@ template <bool F32> __device__ __forceinline__ float logit(const void *lg, size_
     return __uint_as_float((uint32_t) static_cast<const uint16_t *>(lg)[i] << 16);
 }
 
+// One warp routes token tok: sel / wts [tok, 0..k), counts[e]++ per choice
+// (counts: global or shared memory).
 template <bool F32>
-__global__ void moe_route(const void *lg, int n, int E, int k, bool norm, int32_t *sel, float *wts,
-                          int32_t *counts)
+__device__ void route_token(const void *lg, int tok, int lane, int E, int k, bool norm,
+                            int32_t *sel, float *wts, int32_t *counts)
 {
-    const int tok = blockIdx.x * kRouteWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (tok >= n)
-        return;
     const size_t base = (size_t)tok * E;
     int chosen[OCT_CUDA_MOE_MAX_TOPK];
     float mx = -INFINITY;
@@ -93,9 +92,19 @@ __global__ void moe_route(const void *lg, int n, int E, int k, bool norm, int32_
     }
 }
 
-__global__ void __launch_bounds__(kAlignThreads)
-    moe_align(const int32_t *sel, int R, int k, int E, int tm, int32_t *counts, int4 *tiles,
-              int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
+template <bool F32>
+__global__ void moe_route(const void *lg, int n, int E, int k, bool norm, int32_t *sel, float *wts,
+                          int32_t *counts)
+{
+    const int tok = blockIdx.x * kRouteWarps + (threadIdx.x >> 5);
+    if (tok < n)
+        route_token<F32>(lg, tok, threadIdx.x & 31, E, k, norm, sel, wts, counts);
+}
+
+// The expert sort of one block of kAlignThreads threads, from counts (read,
+// then left zero).
+__device__ void align_block(const int32_t *sel, int R, int k, int E, int tm, int32_t *counts,
+                            int4 *tiles, int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
 {
     using Scan = cub::BlockScan<int, kAlignThreads>;
     __shared__ typename Scan::TempStorage tmp;
@@ -122,6 +131,29 @@ __global__ void __launch_bounds__(kAlignThreads)
         row_tok[r] = i / k;
         pair_row[i] = r;
     }
+}
+
+__global__ void __launch_bounds__(kAlignThreads)
+    moe_align(const int32_t *sel, int R, int k, int E, int tm, int32_t *counts, int4 *tiles,
+              int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
+{
+    align_block(sel, R, k, E, tm, counts, tiles, n_tiles, row_tok, pair_row);
+}
+
+// A decode step's few tokens: routing and the sort in one block (32 warps
+// route, then the block sorts), counts in shared memory.
+template <bool F32>
+__global__ void __launch_bounds__(kAlignThreads)
+    moe_route_align(const void *lg, int n, int E, int k, bool norm, int tm, int32_t *sel,
+                    float *wts, int4 *tiles, int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
+{
+    __shared__ int32_t cnt[kAlignThreads];
+    cnt[threadIdx.x] = 0;
+    __syncthreads();
+    for (int tok = threadIdx.x >> 5; tok < n; tok += kAlignThreads / 32)
+        route_token<F32>(lg, tok, threadIdx.x & 31, E, k, norm, sel, wts, cnt);
+    __syncthreads();
+    align_block(sel, n * k, k, E, tm, cnt, tiles, n_tiles, row_tok, pair_row);
 }
 
 // One block per token, 8 bf16 per thread and step.
@@ -189,6 +221,37 @@ extern "C" oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t 
         sel, (int)R, (int)k, (int)E, tile_rows, counts, reinterpret_cast<int4 *>(tiles), n_tiles,
         row_tok, pair_row);
     return oct_cuda_ops_launched("moe_align");
+}
+
+extern "C" oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int64_t E,
+                                              int64_t k, bool norm, int tile_rows, int32_t *sel,
+                                              float *wts, int32_t *counts, int32_t *tiles,
+                                              int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row,
+                                              void *stream)
+{
+    if (n > OCT_CUDA_MOE_FUSED_ROUTE_MAX) {
+        oct_status st = oct_cuda_moe_route(logits, f32, n, E, k, norm, sel, wts, counts, stream);
+        return st != OCT_OK ? st
+                            : oct_cuda_moe_align(sel, n * k, k, E, tile_rows, counts, tiles,
+                                                 n_tiles, row_tok, pair_row, stream);
+    }
+    if (n <= 0 || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS || k <= 0 || k > E ||
+        k > OCT_CUDA_MOE_MAX_TOPK || tile_rows <= 0 || !logits || !sel || !wts || !tiles ||
+        !n_tiles || !row_tok || !pair_row)
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                 "moe_route_sort: %lld tokens, %lld experts, top-%lld",
+                                 (long long)n, (long long)E, (long long)k);
+    cudaStream_t st = oct_cuda_stream(stream);
+    int4 *t4 = reinterpret_cast<int4 *>(tiles);
+    if (f32)
+        moe_route_align<true><<<1, kAlignThreads, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
+                                                           tile_rows, sel, wts, t4, n_tiles,
+                                                           row_tok, pair_row);
+    else
+        moe_route_align<false><<<1, kAlignThreads, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
+                                                            tile_rows, sel, wts, t4, n_tiles,
+                                                            row_tok, pair_row);
+    return oct_cuda_ops_launched("moe_route_sort");
 }
 
 extern "C" oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row,

@@ -360,6 +360,23 @@ __global__ void tensor_scale_final(float *scale)
     *scale = oct_scale_from_amax(__uint_as_float(*reinterpret_cast<unsigned *>(scale)), 0.0f);
 }
 
+// The three passes in one block, for tensors small enough that launches cost
+// more than the work (a decode step's MoE inputs): the same scale and codes.
+__global__ void __launch_bounds__(kTokThreads)
+    tensor_quant_small_bf16(const uint16_t *__restrict__ x, int n, uint8_t *__restrict__ q,
+                            float *__restrict__ scale)
+{
+    float a = 0.0f;
+    for (int i = threadIdx.x; i < n; i += kTokThreads)
+        a = oct_amax_nan(a, __uint_as_float((uint32_t)x[i] << 16));
+    const float s = oct_scale_from_amax(block_amax(a), 0.0f);
+    const float r = __fdiv_rn(1.0f, s);
+    for (int i = threadIdx.x; i < n; i += kTokThreads)
+        q[i] = (uint8_t)oct_e4m3x2_sat(__fmul_rn(__uint_as_float((uint32_t)x[i] << 16), r), 0.0f);
+    if (threadIdx.x == 0)
+        *scale = s;
+}
+
 __global__ void __launch_bounds__(256)
     static_codes_bf16(const uint16_t *__restrict__ x, int64_t n, float r, uint8_t *__restrict__ q)
 {
@@ -459,6 +476,9 @@ __global__ void __launch_bounds__(kTokThreads)
             (uint8_t)oct_e4m3x2_sat(oct_div_scale(prod_value<P>(a, b, i, r), s, rs), 0.0f);
 }
 
+// Per-tensor quantization of at most this many values runs as one block.
+constexpr int64_t kTensorSmall = 1 << 16;
+
 unsigned grid_for(int64_t n)
 {
     int64_t g = (n + 255) / 256;
@@ -473,6 +493,11 @@ extern "C" oct_status oct_cuda_quant_tensor_bf16(const void *x, int64_t n, void 
     if (n < 0 || !scale || (n > 0 && (!x || !q)))
         return OCT_ERR_INVALID_ARG;
     cudaStream_t st = oct_cuda_stream(stream);
+    if (n > 0 && n <= kTensorSmall) {
+        tensor_quant_small_bf16<<<1, kTokThreads, 0, st>>>(static_cast<const uint16_t *>(x), (int)n,
+                                                           static_cast<uint8_t *>(q), scale);
+        return oct_cuda_check(cudaGetLastError());
+    }
     unsigned *am = reinterpret_cast<unsigned *>(scale);
     if (cudaMemsetAsync(am, 0, sizeof *am, st) != cudaSuccess)
         return OCT_ERR_INTERNAL;
