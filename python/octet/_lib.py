@@ -67,6 +67,7 @@ class OctModelOpts(Structure):
         ("quantization", c_char_p),
         ("quantization_config", c_char_p),
         ("linear_backend", c_char_p),
+        ("moe_backend", c_char_p),
         ("device", c_char_p),
         ("dtype", c_char_p),
         ("kv_cache_dtype", c_char_p),

@@ -193,6 +193,7 @@ class ModelOpts:
         device: Optional[str] = "auto",
         linear_backend: Optional[str] = "auto",
         enforce_eager: bool = False,
+        moe_backend: Optional[str] = "auto",
     ) -> None:
         for name, v in (
             ("quantization", quantization),
@@ -200,6 +201,7 @@ class ModelOpts:
             ("dtype", dtype),
             ("device", device),
             ("linear_backend", linear_backend),
+            ("moe_backend", moe_backend),
         ):
             if v is not None and not isinstance(v, str):
                 raise TypeError(f"{name} must be a string or None, got {type(v).__name__}")
@@ -214,6 +216,7 @@ class ModelOpts:
         self.opts.dtype = _lib.enc(dtype)
         self.opts.device = _lib.enc(device)
         self.opts.linear_backend = _lib.enc(linear_backend)
+        self.opts.moe_backend = _lib.enc(moe_backend)
         self.opts.calculate_kv_scales = bool(calculate_kv_scales)
         self.opts.enforce_eager = bool(enforce_eager)
 
@@ -227,6 +230,7 @@ def inspect(
     dtype: str = "auto",
     device: str = "auto",
     linear_backend: str = "auto",
+    moe_backend: str = "auto",
 ) -> Union[Plan, Checkpoint]:
     """What loading `model` with these options would do, without loading its
     weights: a :class:`Plan` (every linear layer's scheme, kernel and bytes,
@@ -248,7 +252,14 @@ def inspect(
         finally:
             lib.oct_checkpoint_free(h)
     mo = ModelOpts(
-        quantization, quantization_config, kv_cache_dtype, False, dtype, device, linear_backend
+        quantization,
+        quantization_config,
+        kv_cache_dtype,
+        False,
+        dtype,
+        device,
+        linear_backend,
+        moe_backend=moe_backend,
     )
     st = lib.oct_plan_create(_lib.enc(path), byref(mo.opts), byref(h), byref(err))
     check(st, err, filename=path)

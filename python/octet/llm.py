@@ -169,6 +169,9 @@ class LLM:
             prefilled in chunks (default 2048).
         seed: seeds the per-request seeds of requests that give none.
         linear_backend: "auto", "cuda", "cpu", "avx512", "avx2" or "ref".
+        moe_backend: the MoE experts' kernels (vLLM's ``moe_backend``): "auto"
+            (as linear_backend), "cuda" / "cuda_grouped" (the GPU's grouped
+            expert GEMM), "cpu", "avx512", "avx2", "ref" (with device="cpu").
         enforce_eager: no CUDA graphs on the GPU.
         gpu_memory_utilization: accepted for compatibility (must be in
             (0, 1]); the KV cache is sized by max_num_seqs x max_model_len or
@@ -206,6 +209,7 @@ class LLM:
         max_num_batched_tokens: Optional[int] = None,
         seed: Optional[int] = 0,
         linear_backend: str = "auto",
+        moe_backend: str = "auto",
         enforce_eager: bool = False,
         gpu_memory_utilization: float = 0.9,
         num_gpu_blocks_override: Optional[int] = None,
@@ -264,6 +268,7 @@ class LLM:
             device,
             linear_backend,
             enforce_eager,
+            moe_backend=moe_backend,
         )
         # Freed in close(); the bound functions outlive module teardown.
         self._model_free = self._lib.oct_model_free

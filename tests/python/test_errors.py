@@ -37,6 +37,7 @@ class LoadErrors(unittest.TestCase):
             ({"kv_cache_dtype": "fp4"}, "--kv-cache-dtype fp4: expected"),
             ({"device": "tpu"}, "--device tpu: expected auto, cuda or cpu"),
             ({"dtype": "int8"}, "--dtype int8: expected"),
+            ({"moe_backend": "tpu"}, "--moe-backend tpu: expected auto, cuda, cuda_grouped"),
             ({"max_model_len": 5000}, "User-specified max_model_len (5000) is greater than"),
             ({"quantization": "fp8", "quantization_config": {"ignore": ["re:(unclosed"]}},
              "(unclosed"),
