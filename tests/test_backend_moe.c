@@ -143,22 +143,28 @@ static void free_block(block_set *b, int64_t E)
     oct_linear_free(b->router);
 }
 
+/* Workspace sizes for the MoE block of s alone, n tokens. */
+static oct_fwd_dims moe_dims(const shape *s, int64_t n)
+{
+    return (oct_fwd_dims){.max_tokens = n,
+                          .max_ctx = 16,
+                          .hidden = s->H,
+                          .intermediate = 1,
+                          .n_heads = 1,
+                          .n_kv_heads = 1,
+                          .head_dim = 64,
+                          .vocab = 16,
+                          .n_experts = s->E,
+                          .top_k = s->k,
+                          .moe_intermediate = s->I};
+}
+
 /* The CUDA block on h (bf16, host) -> y (host f32), through a fresh workspace. */
 static void run_cuda(oct_backend *be, const shape *s, const block_set *bs, int64_t n,
                      const uint16_t *h, float *y, bool again)
 {
     const oct_backend_ops *op = be->ops;
-    oct_fwd_dims d = {.max_tokens = n,
-                      .max_ctx = 16,
-                      .hidden = s->H,
-                      .intermediate = 1,
-                      .n_heads = 1,
-                      .n_kv_heads = 1,
-                      .head_dim = 64,
-                      .vocab = 16,
-                      .n_experts = s->E,
-                      .top_k = s->k,
-                      .moe_intermediate = s->I};
+    const oct_fwd_dims d = moe_dims(s, n);
     oct_backend_ws *ws = NULL;
     oct_error e;
     REQUIRE(op->ws_create(be, &d, &ws, &e) == OCT_OK);
@@ -188,17 +194,7 @@ static void run_cuda(oct_backend *be, const shape *s, const block_set *bs, int64
 static void run_cpu(const shape *s, const block_set *bs, int64_t n, const float *h, float *y)
 {
     oct_backend *be = oct_backend_cpu();
-    oct_fwd_dims d = {.max_tokens = n,
-                      .max_ctx = 16,
-                      .hidden = s->H,
-                      .intermediate = 1,
-                      .n_heads = 1,
-                      .n_kv_heads = 1,
-                      .head_dim = 64,
-                      .vocab = 16,
-                      .n_experts = s->E,
-                      .top_k = s->k,
-                      .moe_intermediate = s->I};
+    const oct_fwd_dims d = moe_dims(s, n);
     oct_backend_ws *ws = NULL;
     oct_error e;
     REQUIRE(be->ops->ws_create(be, &d, &ws, &e) == OCT_OK);

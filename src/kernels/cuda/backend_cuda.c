@@ -100,19 +100,14 @@ static cuda_be *impl(oct_backend *be)
     return (cuda_be *)be;
 }
 
-static oct_status fail(oct_error *err, oct_status st, const char *what)
+#define CK OCT_CUDA_CK
+
+oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what)
 {
     const char *why = oct_cuda_ops_last_error();
     return oct_error_set(err, st, -1, "CUDA %s failed: %s%s%s", what, oct_status_str(st),
                          why && *why ? ": " : "", why ? why : "");
 }
-
-#define CK(call, what)                                                                             \
-    do {                                                                                           \
-        oct_status st_ = (call);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return fail(err, st_, what);                                                           \
-    } while (0)
 
 /* ---- buffers and constants ------------------------------------------------ */
 

@@ -50,6 +50,16 @@ typedef struct oct_cuda_weights {
  * other. */
 bool oct_cuda_linear_device_weights(const oct_linear *l, oct_cuda_weights *out);
 
+/* err = "CUDA <what> failed: <status>: <the op's recorded text>"; returns st. */
+oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what);
+/* In a function with an `oct_error *err`: returns that error when call fails. */
+#define OCT_CUDA_CK(call, what)                                                                    \
+    do {                                                                                           \
+        oct_status st_ = (call);                                                                   \
+        if (st_ != OCT_OK)                                                                         \
+            return oct_cuda_op_error(err, st_, what);                                              \
+    } while (0)
+
 /* Waits for the device. */
 oct_status oct_cuda_synchronize(void);
 /* Free and total device memory in bytes. */

@@ -346,19 +346,7 @@ static oct_status role_gemm(const moe_role *r, oct_cuda_moe_gemm_args g, int64_t
     return OCT_OK;
 }
 
-static oct_status fail(oct_error *err, oct_status st, const char *what)
-{
-    const char *why = oct_cuda_ops_last_error();
-    return oct_error_set(err, st, -1, "CUDA MoE %s failed: %s%s%s", what, oct_status_str(st),
-                         why && *why ? ": " : "", why ? why : "");
-}
-
-#define CK(call, what)                                                                             \
-    do {                                                                                           \
-        oct_status st_ = (call);                                                                   \
-        if (st_ != OCT_OK)                                                                         \
-            return fail(err, st_, what);                                                           \
-    } while (0)
+#define CK(call, what) OCT_CUDA_CK(call, "MoE " what)
 
 /* Router logits into m->logits and the routing of the batch: m->sel, m->wts,
  * the sorted order and the tile list g (its tiles, rows and bound). */
