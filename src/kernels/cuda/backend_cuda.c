@@ -102,13 +102,6 @@ static cuda_be *impl(oct_backend *be)
 
 #define CK OCT_CUDA_CK
 
-oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what)
-{
-    const char *why = oct_cuda_ops_last_error();
-    return oct_error_set(err, st, -1, "CUDA %s failed: %s%s%s", what, oct_status_str(st),
-                         why && *why ? ": " : "", why ? why : "");
-}
-
 /* ---- buffers and constants ------------------------------------------------ */
 
 static oct_status cu_alloc(oct_backend *be, size_t bytes, void **out, oct_error *err)

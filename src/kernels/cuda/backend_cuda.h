@@ -11,6 +11,9 @@
 
 #include "kernels/cuda/cuda_api.h"
 #include "octet.h"
+#ifndef __cplusplus
+#include "core/core.h" /* oct_error_set */
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,8 +53,14 @@ typedef struct oct_cuda_weights {
  * other. */
 bool oct_cuda_linear_device_weights(const oct_linear *l, oct_cuda_weights *out);
 
+#ifndef __cplusplus
 /* err = "CUDA <what> failed: <status>: <the op's recorded text>"; returns st. */
-oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what);
+static inline oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what)
+{
+    const char *why = oct_cuda_ops_last_error();
+    return oct_error_set(err, st, -1, "CUDA %s failed: %s%s%s", what, oct_status_str(st),
+                         why && *why ? ": " : "", why ? why : "");
+}
 /* In a function with an `oct_error *err`: returns that error when call fails. */
 #define OCT_CUDA_CK(call, what)                                                                    \
     do {                                                                                           \
@@ -59,6 +68,7 @@ oct_status oct_cuda_op_error(oct_error *err, oct_status st, const char *what);
         if (st_ != OCT_OK)                                                                         \
             return oct_cuda_op_error(err, st_, what);                                              \
     } while (0)
+#endif
 
 /* Waits for the device. */
 oct_status oct_cuda_synchronize(void);
