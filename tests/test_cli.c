@@ -212,6 +212,16 @@ static void test_errors_name_the_problem(void)
         {"inspect --model models/demo -tp 2", 2, "--tensor-parallel-size goes with --plan"},
         {"serve --model models/demo --gpu-memory-utilization 1.5", 2,
          "--gpu-memory-utilization must be in (0, 1]"},
+        /* --moe-backend: a name it does not know; the GPU's block on the host; the experts'
+         * own kernels (dense layers keep theirs) */
+        {"generate --model models/demo --prompt x --moe-backend bogus", 1,
+         "--moe-backend bogus: expected auto, cuda, cuda_grouped"},
+        {"generate --model tests/fixtures/models/model_mixtral --device cpu --prompt-ids 1,2 "
+         "--moe-backend cuda_grouped",
+         1, "--moe-backend cuda_grouped is the GPU's MoE block"},
+        {"inspect --model tests/fixtures/models/model_mixtral --plan --device cpu --moe-backend "
+         "ref --linear-backend cpu",
+         0, "Selected cpu_ref for model.layers.0.block_sparse_moe.experts.0.gate_up_proj"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL;

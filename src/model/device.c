@@ -43,7 +43,7 @@ static oct_status pick(const char *want, bool *cuda, oct_error *err)
  * GEMM; on the host the experts take the kernels named (their selector
  * resolves "cpu", "avx512", ...; "cuda" runs each expert through the device
  * and back, as --linear-backend cuda does). */
-static oct_status moe_backend(oct_model_opts *eff, bool cuda, oct_error *err)
+static oct_status moe_backend(oct_model_opts *eff, bool cuda, bool moe, oct_error *err)
 {
     static const char *k_names[] = {"auto", "cuda", "cuda_grouped", "cpu", "avx512", "avx2", "ref"};
     const char *mb = eff->moe_backend;
@@ -55,7 +55,7 @@ static oct_status moe_backend(oct_model_opts *eff, bool cuda, oct_error *err)
                              "--moe-backend %s: expected auto, cuda, cuda_grouped, cpu, avx512, "
                              "avx2 or ref",
                              mb);
-    const bool dflt = !mb || !*mb || strcmp(mb, "auto") == 0;
+    const bool dflt = !mb || !*mb || strcmp(mb, "auto") == 0 || !moe; /* dense: no experts */
     const bool device = !dflt && (strcmp(mb, "cuda") == 0 || strcmp(mb, "cuda_grouped") == 0);
     if (cuda && !dflt && !device)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
@@ -85,7 +85,7 @@ oct_status oct_model_device(const char *dir, const oct_model_opts *opts, oct_mod
     if (st == OCT_OK)
         st = pick(eff->device, &cuda, err);
     if (st == OCT_OK)
-        st = moe_backend(eff, cuda, err);
+        st = moe_backend(eff, cuda, cfg.n_experts > 0, err);
     if (st != OCT_OK || !cuda)
         return st;
     const char *lb = eff->linear_backend;

@@ -67,18 +67,25 @@ static void *dev_alloc(size_t bytes, bool *ok)
     return p;
 }
 
+/* The device pointer arrays of a table. */
+static void table_free(moe_table *t)
+{
+    moe_role *roles[2] = {&t->gu, &t->dn};
+    for (int r = 0; r < 2; r++)
+        for (int p = 0; p < 2; p++) {
+            oct_cuda_free(roles[r]->w[p]);
+            oct_cuda_free(roles[r]->s[p]);
+            roles[r]->w[p] = NULL;
+            roles[r]->s[p] = NULL;
+        }
+}
+
 void oct_cuda_moe_free(oct_cuda_moe *m)
 {
     if (!m)
         return;
-    for (int i = 0; i < m->n_tables; i++) {
-        moe_role *roles[2] = {&m->tables[i].gu, &m->tables[i].dn};
-        for (int r = 0; r < 2; r++)
-            for (int p = 0; p < 2; p++) {
-                oct_cuda_free(roles[r]->w[p]);
-                oct_cuda_free(roles[r]->s[p]);
-            }
-    }
+    for (int i = 0; i < m->n_tables; i++)
+        table_free(&m->tables[i]);
     oct_free(m->tables);
     void *bufs[] = {m->logits, m->sel,     m->pair_row, m->row_tok, m->wts,
                     m->counts, m->n_tiles, m->tiles,    m->hq,      m->aq,
@@ -273,12 +280,15 @@ static oct_status table_of(oct_cuda_moe *m, const oct_moe_block *b, const moe_ta
     moe_table *t = &m->tables[m->n_tables];
     *t = (moe_table){.experts = b->experts};
     oct_status st = block_check(b, &t->gu, &t->dn, err);
-    if (st == OCT_OK)
-        m->n_tables++; /* (its device arrays are freed with m from here on) */
     if (st == OCT_OK && (st = role_upload(b, true, &t->gu, err)) == OCT_OK)
         st = role_upload(b, false, &t->dn, err);
+    if (st != OCT_OK) { /* not kept: the next call tries again */
+        table_free(t);
+        return st;
+    }
+    m->n_tables++;
     *out = t;
-    return st;
+    return OCT_OK;
 }
 
 oct_status oct_cuda_moe_describe(const oct_moe_block *b, const char **kernel, char *scheme,
