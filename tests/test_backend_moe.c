@@ -10,8 +10,10 @@
  *   - Qwen3-MoE-like (H 2048, I 768, top-8 of 32), Mixtral-like (H 4096,
  *     top-2 of 8) and a many-expert shape (128 experts, top-8), with
  *     renormalised and plain softmax weights;
- *   - batches of 1, 5, 64 and 300 tokens (every tile size of the grouped
- *     GEMM: 8, 16, 32, 64 rows).
+ *   - batches of 1 to 300 tokens (every tile size of the grouped GEMM: 8
+ *     and 16 rows in the streaming kernel, 32 and 64 in the tiled one), and
+ *     BF16 experts of an intermediate size that is not a multiple of 128 (a
+ *     tiled block's last weight rows past the end).
  * Tolerances: the device rounds the gate/up output and the expert outputs
  * to bf16 (as vLLM's fused MoE does), the CPU keeps f32.  BF16 experts: max
  * |gpu - cpu| <= 2% of max |cpu|, relative RMS <= 0.75% (measured 0.4%).
@@ -280,9 +282,13 @@ static oct_backend *g_be;
 static void test_qwen3_like(void)
 {
     const shape s = {2048, 768, 32, 8, false};
-    const int64_t ns[] = {1, 5, 64, 300};
+    const int64_t ns[] = {1, 5, 64, 100, 300};
     for (int k = W_BF16; k <= W_BLOCK; k++)
-        check_case(g_be, &s, (wkind)k, false, ns, 4);
+        check_case(g_be, &s, (wkind)k, false, ns, 5);
+    oct_cuda_moe_wgmma = 0; /* the FP8 tiles' mma.sync kernel, as off sm_90 */
+    check_case(g_be, &s, W_ROW, false, ns + 3, 2);
+    check_case(g_be, &s, W_BLOCK, false, ns + 3, 2);
+    oct_cuda_moe_wgmma = 1;
 }
 
 static void test_mixtral_like(void)
@@ -297,9 +303,10 @@ static void test_mixtral_like(void)
 static void test_many_experts(void)
 {
     const shape s = {256, 128, 128, 8, true};
-    const int64_t ns[] = {1, 16, 64, 300};
-    check_case(g_be, &s, W_ROW, false, ns, 4);
-    check_case(g_be, &s, W_BF16, true, ns, 4);
+    const int64_t ns[] = {1, 16, 64, 300, 600};
+    check_case(g_be, &s, W_ROW, false, ns, 5);
+    check_case(g_be, &s, W_BLOCK, false, ns, 5);
+    check_case(g_be, &s, W_BF16, true, ns, 5);
 }
 
 /* The per-tensor quantizer the MoE inputs take (one block up to 2^16 values,

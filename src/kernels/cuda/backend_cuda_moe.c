@@ -310,8 +310,10 @@ oct_status oct_cuda_moe_describe(const oct_moe_block *b, const char **kernel, ch
 
 /* ---- the forward pass ----------------------------------------------------- */
 
-/* Rows per tile for R routed rows over E experts: the expected rows of an
- * expert that gets any, rounded up to a tile size of the grouped GEMM. */
+/* Rows per tile for R routed rows over E experts, from the expected rows of
+ * an expert that gets any: up to 16, the streaming kernel's tile that holds
+ * them; beyond, the tiled kernel's 32 or 64 (gemm_moe.cu), which reads an
+ * expert's weights once per tile. */
 static int tile_rows_for(int64_t R, int64_t E)
 {
     const int64_t est = oct_ceil_div(R, OCT_MIN(R, E));

@@ -324,7 +324,7 @@ oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int6
 typedef struct oct_cuda_moe_gemm_args {
     const int32_t *tiles, *n_tiles; /* align's list and its length */
     int64_t max_tiles;              /* grid rows: align's bound */
-    int tile_rows;                  /* align's tile_rows: 8, 16, 32 or 64 */
+    int tile_rows;                  /* align's tile_rows: 8, 16 (streaming), 32, 64 (tiled) */
     int64_t n, k;
     bool bf16;
     oct_scale_kind kind; /* FP8: ROW or BLOCK128 */
@@ -339,6 +339,9 @@ typedef struct oct_cuda_moe_gemm_args {
     int64_t y_rs;
 } oct_cuda_moe_gemm_args;
 oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream);
+/* 0: FP8 tiles of 32 or 64 rows on the mma.sync kernel even on sm_90, where
+ * they take wgmma (process-wide; tests). */
+extern int oct_cuda_moe_wgmma;
 /* y [n, H] bf16 = sum_j wts[t, j] * eo[pair_row[t, j]] (f32 sums, slot order). */
 oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, const float *wts,
                                 int64_t n, int64_t k, int64_t H, uint16_t *y, void *stream);

@@ -231,6 +231,32 @@ __device__ __forceinline__ void oct_mma_bf16(float (&c)[4], uint32_t a0, uint32_
 #endif
 }
 
+/* FP16 tensor-core product m16n8k16 (sm_80+), f32 accumulate in place. */
+__device__ __forceinline__ void oct_mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                            uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+/* Four E4M3 codes (bytes 0..3 of v) as two f16x2 (exact): bytes 0, 1 in lo,
+ * 2, 3 in hi, the lower byte in the lower half.  sm_90 has no FP8 mma.sync
+ * (ptxas widens every operand of each one); widened once, a fragment feeds
+ * several f16 products. */
+__device__ __forceinline__ void oct_e4m3x4_to_f16x2(uint32_t v, uint32_t &lo, uint32_t &hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"((unsigned short)(v & 0xFFFFu)));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"((unsigned short)(v >> 16)));
+#else
+    lo = hi = 0u;
+#endif
+}
+
 /* oct_mma_chunk's 128 bytes as bf16: 64 K values of rows g / g+8 and the token. */
 __device__ __forceinline__ void oct_mma_chunk_bf16(float (&c)[4], const uint4 (&w)[4], uint4 x0,
                                                    uint4 x1)
@@ -239,6 +265,44 @@ __device__ __forceinline__ void oct_mma_chunk_bf16(float (&c)[4], const uint4 (&
     oct_mma_bf16(c, w[0].z, w[2].z, w[0].w, w[2].w, x0.z, x0.w);
     oct_mma_bf16(c, w[1].x, w[3].x, w[1].y, w[3].y, x1.x, x1.y);
     oct_mma_bf16(c, w[1].z, w[3].z, w[1].w, w[3].w, x1.z, x1.w);
+}
+
+/* Shared-memory staging for the tiled tensor-core kernels (prefill attention,
+ * the grouped MoE GEMM): cp.async 16-byte copies global -> shared (L2 only),
+ * their commit groups, and ldmatrix of four 8x8 b16 matrices. */
+__device__ __forceinline__ uint32_t oct_smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void oct_cp_async16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(oct_smem_u32(dst)),
+                 "l"(__cvta_generic_to_global(src))
+                 : "memory");
+}
+
+__device__ __forceinline__ void oct_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void oct_cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/* Waits until at most N of this thread's commit groups are in flight. */
+template <int N> __device__ __forceinline__ void oct_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void oct_ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
 /* Programmatic dependent launch (sm_90): a kernel launched with the

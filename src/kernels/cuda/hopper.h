@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "kernels/cuda/cuda_impl.h" /* oct_smem_u32 */
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define OCT_HAS_SM90 1
 #endif
@@ -16,11 +18,6 @@
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define OCT_HAS_WGMMA 1
 #endif
-
-__device__ __forceinline__ uint32_t oct_smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 
 /* ---- mbarriers ---- */
 
@@ -124,6 +121,16 @@ __device__ __forceinline__ void oct_tma_prefetch_map(const void *map)
 {
 #ifdef OCT_HAS_SM90
     asm volatile("prefetch.tensormap [%0];" ::"l"((uint64_t)map) : "memory");
+#endif
+}
+
+/* Makes this thread's generic-proxy writes to shared memory (stores, cp.async
+ * copies already waited for) visible to the async proxy: wgmma reads its
+ * shared operands there. */
+__device__ __forceinline__ void oct_fence_proxy_async(void)
+{
+#ifdef OCT_HAS_SM90
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 

@@ -71,38 +71,9 @@ template <int D> struct WarpState {
     float m[2], l[2];      // rows lane/4 and lane/4 + 8: running max (scaled), partial sum
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)),
-                 "l"(__cvta_generic_to_global(src))
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
-
 __device__ __forceinline__ void zero16(void *dst)
 {
     *static_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
 }
 
 __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr)
@@ -160,7 +131,7 @@ __device__ __forceinline__ void load_q(const oct_attn_args &a, const TileCtx &c,
         const int hh = i / (kRows * CH), r = (i / CH) % kRows, ch = i % CH;
         uint16_t *dst = sq + (hh * kRows + r) * LD + ch * 8;
         if (r < c.count)
-            cp_async16(dst, a.qkv + (c.first + r) * rs + (int64_t)(c.h0 + hh) * D + ch * 8);
+            oct_cp_async16(dst, a.qkv + (c.first + r) * rs + (int64_t)(c.h0 + hh) * D + ch * 8);
         else
             zero16(dst);
     }
@@ -183,8 +154,8 @@ __device__ __forceinline__ void load_kv(const oct_attn_args &a, const TileCtx &c
         T *dk = sk + r * LD + ch * EPC, *dv = sv + r * LD + ch * EPC;
         if (j >= 0 && j <= c.jhi) {
             const int64_t e = kv_row<D>(a, c, j) + ch * EPC;
-            cp_async16(dk, kc + e);
-            cp_async16(dv, vc + e);
+            oct_cp_async16(dk, kc + e);
+            oct_cp_async16(dv, vc + e);
         } else {
             zero16(dk);
             zero16(dv);
@@ -230,7 +201,7 @@ __device__ __forceinline__ void qk(const WarpState<D> &w, uint32_t kaddr, float 
 #pragma unroll
         for (int np = 0; np < kKeys / 16; np++) {
             uint32_t b[4]; // keys 16 np + 0..7 (b[0..1]) and + 8..15 (b[2..3]), columns 16 kk..
-            ldsm_x4(b, kaddr + (uint32_t)((np * 16 * LD + kk * 16) * 2));
+            oct_ldsm_x4(b, kaddr + (uint32_t)((np * 16 * LD + kk * 16) * 2));
             mma_bf16(s[2 * np], w.q[kk], b[0], b[1]);
             mma_bf16(s[2 * np + 1], w.q[kk], b[2], b[3]);
         }
@@ -435,8 +406,8 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
         load_kv<D, NT, uint8_t, D>(a, c, c.p0, raw, raw + 2 * C::RAW);
     else
         load_kv<D, NT, uint16_t, D + kPad>(a, c, c.p0, sk0, sv0);
-    cp_async_commit();
-    cp_async_wait_all();
+    oct_cp_async_commit();
+    oct_cp_async_wait_all();
     __syncthreads();
     WarpState<D> w;
 #pragma unroll
@@ -447,10 +418,11 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt++)
         w.o[dt][0] = w.o[dt][1] = w.o[dt][2] = w.o[dt][3] = 0.0f;
-    const uint32_t qaddr = smem_u32(sq + (hh * kRows + wr0 + (lane & 15)) * LD + (lane >> 4) * 8);
+    const uint32_t qaddr =
+        oct_smem_u32(sq + (hh * kRows + wr0 + (lane & 15)) * LD + (lane >> 4) * 8);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++)
-        ldsm_x4(w.q[kk], qaddr + (uint32_t)(kk * 32));
+        oct_ldsm_x4(w.q[kk], qaddr + (uint32_t)(kk * 32));
     __syncthreads(); // the Q region is free
 
     // this lane's ldmatrix row addresses within a K tile and (transposed) a V tile
@@ -459,8 +431,8 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
     for (int i = 0; i < n_iter; i++) {
         const int js = c.p0 - i * kKeys;
         if (i > 0) {
-            cp_async_wait_all(); // tile i is here ...
-            __syncthreads();     // ... for every thread, and tile i - 1's buffers are free
+            oct_cp_async_wait_all(); // tile i is here ...
+            __syncthreads();         // ... for every thread, and tile i - 1's buffers are free
         }
         const int st = FP8 ? 0 : i & 1;
         if (i + 1 < n_iter) {
@@ -472,14 +444,14 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
                                                    sk0 + ((i + 1) & 1) * 2 * C::KV,
                                                    sv0 + ((i + 1) & 1) * 2 * C::KV);
         }
-        cp_async_commit();
+        oct_cp_async_commit();
         if (FP8) {
             widen_kv<D, NT>(raw + (i & 1) * C::RAW, raw + (2 + (i & 1)) * C::RAW, sk0, sv0);
             __syncthreads();
         }
         if (active)
-            warp_tile<D>(w, smem_u32(sk0 + st * 2 * C::KV) + k_lane * 2,
-                         smem_u32(sv0 + st * 2 * C::KV) + v_lane * 2, sl2,
+            warp_tile<D>(w, oct_smem_u32(sk0 + st * 2 * C::KV) + k_lane * 2,
+                         oct_smem_u32(sv0 + st * 2 * C::KV) + v_lane * 2, sl2,
                          tile_masked(i, js, c.p0, a.window), js, lane, pr, lo);
     }
     __syncthreads(); // every warp is done with the tiles: its Q rows take its output

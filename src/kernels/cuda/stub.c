@@ -281,6 +281,8 @@ oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t 
     return OCT_ERR_UNSUPPORTED;
 }
 
+int oct_cuda_moe_wgmma = 1;
+
 oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream)
 {
     (void)args, (void)stream;
