@@ -12,7 +12,10 @@
  *     the host's top k;
  *   - CUDA graph buckets: decode steps of 5, 7 and 8 rows (one 8-row graph,
  *     padded) give their common rows bit-identical logits and write no KV
- *     for the padding;
+ *     for the padding; those fp8 decode rows within BUCKET_FP8_TOL of the
+ *     CPU's range (the per-shape kernel choice is timed at load, so which
+ *     kernel sums a row, hence which E4M3 codes its bf16 input rounds to,
+ *     can change between runs: one build measured 0.022, 0.027 and 0.031);
  *   - MoE models (Mixtral, Qwen3-MoE, GraniteMoe in device shapes, saved and
  *     fused expert layouts, tools/make_moe_device_models.py into
  *     $OCTET_MOE_MODELS): the prefill and greedy checks above for BF16, fp8,
@@ -35,6 +38,7 @@
 #define MARGIN_TOL 0.25 /* nats */
 #define PPL_TOL 0.001   /* relative */
 #define N_GEN 32
+#define BUCKET_FP8_TOL 0.05 /* of the logit range */
 #define MOE_FP8_LOGIT_TOL 0.06
 #define MOE_FP8_MARGIN_TOL 0.5
 
@@ -392,10 +396,10 @@ static void test_graph_buckets(void)
     printf("  graph buckets: rows 0-4 of 5-, 7- and 8-row steps (one 8-row graph) %s, the next "
            "step of row 0 %s; against the CPU %.4f of the range (tolerance %.2f)\n",
            diff ? "DIFFER" : "bit-identical", diff_again ? "DIFFERS" : "bit-identical", gap,
-           LOGIT_TOL);
+           BUCKET_FP8_TOL);
     CHECKF(diff == 0 && diff_again == 0, "graph buckets: %lld / %lld comparisons differ",
            (long long)diff, (long long)diff_again);
-    CHECKF(gap <= LOGIT_TOL, "graph buckets: %.4f of the range from the CPU", gap);
+    CHECKF(gap <= BUCKET_FP8_TOL, "graph buckets: %.4f of the range from the CPU", gap);
     for (int k = 0; k < 4; k++) {
         free(lg[k]);
         free(again[k]);
