@@ -34,6 +34,8 @@
 // (128 bytes = 64 values: the mma is m16n8k16).  Activation scales for FP8:
 // sa[row(r) * sa_rs] per row (sa_rs = 0: one per-tensor scale) or, with block
 // weights, sa[row(r) * sa_rs + kb * sa_ks] per 1x128 group.
+#include <atomic>
+
 #include "kernels/cuda/cuda_impl.h"
 #include "kernels/cuda/hopper.h"
 
@@ -497,16 +499,24 @@ __global__ void __launch_bounds__(256, 2) moe_gemm_wgmma(oct_cuda_moe_gemm_args 
                        n0 + wg * 64 + 16 * (warp & 3), lane);
 }
 
-template <int BM, int KIND>
-cudaError_t launch_wgmma_kind(const oct_cuda_moe_gemm_args *p, cudaStream_t st)
+// Kernel K (moe_gemm_tiled or moe_gemm_wgmma) over grid (tiles, N / 128) with
+// smem bytes of dynamic shared memory; the limit is raised once per device.
+template <auto K>
+cudaError_t launch_tiles(const oct_cuda_moe_gemm_args *p, int smem, cudaStream_t st)
 {
-    const int smem = Tiled<BM>::kSmem + 1024; // + the 1024-byte alignment
-    const cudaError_t e = cudaFuncSetAttribute(moe_gemm_wgmma<BM, KIND>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    static std::atomic<uint32_t> ready{0}; // one bit per device
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    const uint32_t bit = dev >= 0 && dev < 32 ? 1u << dev : 0u;
+    if (e == cudaSuccess && !(bit && (ready.load(std::memory_order_relaxed) & bit))) {
+        e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e == cudaSuccess)
+            ready.fetch_or(bit);
+    }
     if (e != cudaSuccess)
         return e;
     const dim3 grid((unsigned)p->max_tiles, (unsigned)((p->n + kTN - 1) / kTN));
-    moe_gemm_wgmma<BM, KIND><<<grid, 256, smem, st>>>(*p);
+    K<<<grid, 256, smem, st>>>(*p);
     return cudaGetLastError();
 }
 
@@ -523,28 +533,18 @@ template <int MT> cudaError_t launch_mt(const oct_cuda_moe_gemm_args *p, int kin
     return cudaGetLastError();
 }
 
-template <int BM, int KIND>
-cudaError_t launch_tiled_kind(const oct_cuda_moe_gemm_args *p, cudaStream_t st)
-{
-    const int smem = Tiled<BM>::kSmem;
-    const cudaError_t e = cudaFuncSetAttribute(moe_gemm_tiled<BM, KIND>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess)
-        return e;
-    const dim3 grid((unsigned)p->max_tiles, (unsigned)((p->n + kTN - 1) / kTN));
-    moe_gemm_tiled<BM, KIND><<<grid, 256, smem, st>>>(*p);
-    return cudaGetLastError();
-}
-
+// A 32- or 64-row tile list: FP8 on wgmma on sm_90 (the stages plus 1024
+// bytes to align them), else the mma.sync kernel.
 template <int BM>
 cudaError_t launch_tiled(const oct_cuda_moe_gemm_args *p, int kind, cudaStream_t st)
 {
+    constexpr int smem = Tiled<BM>::kSmem, wsmem = smem + 1024;
     if (kind != BF16 && oct_cuda_moe_wgmma && oct_cuda_device_is_sm90())
-        return kind == FP8_BLOCK ? launch_wgmma_kind<BM, FP8_BLOCK>(p, st)
-                                 : launch_wgmma_kind<BM, FP8_ROW>(p, st);
-    return kind == BF16        ? launch_tiled_kind<BM, BF16>(p, st)
-           : kind == FP8_BLOCK ? launch_tiled_kind<BM, FP8_BLOCK>(p, st)
-                               : launch_tiled_kind<BM, FP8_ROW>(p, st);
+        return kind == FP8_BLOCK ? launch_tiles<moe_gemm_wgmma<BM, FP8_BLOCK>>(p, wsmem, st)
+                                 : launch_tiles<moe_gemm_wgmma<BM, FP8_ROW>>(p, wsmem, st);
+    return kind == BF16        ? launch_tiles<moe_gemm_tiled<BM, BF16>>(p, smem, st)
+           : kind == FP8_BLOCK ? launch_tiles<moe_gemm_tiled<BM, FP8_BLOCK>>(p, smem, st)
+                               : launch_tiles<moe_gemm_tiled<BM, FP8_ROW>>(p, smem, st);
 }
 
 } // namespace
