@@ -50,12 +50,14 @@ BATCHES = (1, 64)
 PROMPT = 512
 
 
-def make_model(name, path):
+def make_model(name, path, layers=None):
     if os.path.exists(os.path.join(path, "config.json")):
         return
     import torch
     import transformers
     cls, kw = SHAPES[name]
+    if layers:
+        kw = dict(kw, num_hidden_layers=layers)
     t = time.time()
     cfg = getattr(transformers, cls)(**kw)
     with torch.device("cuda"):
@@ -156,13 +158,16 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the model folder afterwards")
     ap.add_argument("--write-only", action="store_true", help="write the model and stop")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="layer count instead of the shape's (same layer shapes; for profiles)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    d = a.dir or "/tmp/moe_" + a.model
-    make_model(a.model, d)
+    d = a.dir or "/tmp/moe_" + a.model + ("_l%d" % a.layers if a.layers else "")
+    make_model(a.model, d, a.layers)
     if a.write_only:
         return
-    res = {"model": a.model, "shape": SHAPES[a.model][1], "prompt": PROMPT, "decode": a.decode}
+    shape = dict(SHAPES[a.model][1], **({"num_hidden_layers": a.layers} if a.layers else {}))
+    res = {"model": a.model, "shape": shape, "prompt": PROMPT, "decode": a.decode}
     res["rows"] = octet_rows(a.octet, d, a.decode)
     if not a.no_torch:
         res["rows"] += torch_rows(d, a.decode)

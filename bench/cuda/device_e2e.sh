@@ -26,8 +26,9 @@
 #   T_PROFILE  time limits in seconds
 # Step "moebench": bench/cuda/bench_moe.py for each model of MOE_BENCH (default
 # "qwen3 mixtral"), MOE_ARGS its extra arguments, T_MOE_BENCH the limit of each.
-# Step "moeprofile": Nsight Compute kernel times of the Qwen3-shaped model
-# (decode step and 512-token prefill, BF16 and fp8).
+# Step "moeprofile": Nsight Compute kernel times of the Qwen3-shaped model with
+# 4 of its layers (the same layer shapes; a load under ncu is slow per
+# kernel): decode step and 512-token prefill, BF16 and fp8.
 # Step "moe": test_backend_moe (and memcheck on it), then the MoE models of
 # tools/make_moe_device_models.py through test_model_device (OCTET_MOE_MODELS).
 set -uo pipefail
@@ -101,16 +102,16 @@ if want moebench; then
 fi
 if want moeprofile; then
     # per-kernel times of one decode step (batch 1) and one 512-token prefill of
-    # the Qwen3-30B-A3B-shaped model, BF16 and fp8, eager (ncu)
+    # the Qwen3-30B-A3B-shaped model (4 layers), BF16 and fp8, eager (ncu)
     python3 bench/cuda/bench_moe.py --octet "$D/octet" --model qwen3 --out "$OUT" --write-only \
-        >"$OUT/moe_profile_write.log" 2>&1
+        --layers 4 --dir /tmp/moe_qwen3_l4 >"$OUT/moe_profile_write.log" 2>&1
     for q in bf16 fp8; do
         for pp in decode:3 prefill:1; do
             kind=${pp%%:*} pass=${pp##*:}
             stamp "ncu: qwen3 $q $kind (pass $pass)"
             OCTET_CUDA_PROFILE_PASS=$pass timeout ${T_PROFILE:-300} ncu --profile-from-start off \
                 --clock-control none --metrics gpu__time_duration.sum --csv "$D/octet" bench batch \
-                --model /tmp/moe_qwen3 --device cuda --enforce-eager --batch 1 --prompt 512 \
+                --model /tmp/moe_qwen3_l4 --device cuda --enforce-eager --batch 1 --prompt 512 \
                 --decode 4 $([ $q = bf16 ] || echo --quantization $q) \
                 >"$OUT/ncu_moe_${q}_$kind.csv" 2>"$OUT/ncu_moe_${q}_$kind.err"
             python3 bench/cuda/ncu_summary.py "$OUT/ncu_moe_${q}_$kind.csv" |
