@@ -379,25 +379,11 @@ static oct_status parse_kv_dtype(const char *s, oct_kv_dtype *out, oct_error *er
     return OCT_OK;
 }
 
-static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m, oct_error *err)
+/* model.embed_tokens.weight, checked against the architecture's [vocab, hidden]. */
+static oct_status find_embed(const char *dir, const oct_tensor_set *ts, oct_model *m,
+                             oct_error *err)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    oct_model_opts eff;
-    oct_status st = oct_model_device(dir, opts, &eff, &m->be, err);
-    const uint64_t dev0 = st == OCT_OK ? oct_model_device_used(m) : 0;
-    if (st == OCT_OK)
-        st = oct_plan_build(dir, &eff, &m->plan, err);
-    if (st != OCT_OK)
-        return st;
-    opts = &eff;
-    oct_plan *p = m->plan;
-    m->arch = p->arch;
     const oct_arch *a = &m->arch;
-    const oct_tensor_set *ts = oct_checkpoint_tensors(p->ckpt);
-    if ((st = parse_kv_dtype(opts ? opts->kv_cache_dtype : NULL, &m->kv_dtype, err)))
-        return st;
-    m->calculate_kv_scales = opts && opts->calculate_kv_scales;
     m->embed = oct_tensor_set_find(ts, "model.embed_tokens.weight");
     if (!m->embed)
         return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
@@ -406,40 +392,81 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
         return oct_error_set(err, OCT_ERR_FORMAT, -1,
                              "%s: model.embed_tokens.weight is not [%lld, %lld]", dir,
                              (long long)a->vocab, (long long)a->hidden);
-    m->layers = oct_calloc((size_t)a->n_layers, sizeof *m->layers);
-    if (!m->layers)
-        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    if ((st = read_vec(ts, "model.norm.weight", a->hidden, &m->final_norm, err)))
+    return OCT_OK;
+}
+
+/* Layer l's norm vectors (and Qwen3's q/k norms), its unit scales at 1, and
+ * its expert slots for a MoE architecture. */
+static oct_status load_layer_vecs(const oct_tensor_set *ts, const oct_arch *a, int64_t l,
+                                  oct_layer_weights *lw, oct_error *err)
+{
+    char name[256];
+    oct_status st;
+    lw->k_scale = lw->v_scale = 1.0f;
+    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)l);
+    if ((st = read_vec(ts, name, a->hidden, &lw->attn_norm, err)))
         return st;
-    if ((st = load_lm_head(m, ts, err)))
+    snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)l);
+    if ((st = read_vec(ts, name, a->hidden, &lw->mlp_norm, err)))
         return st;
+    if (a->qk_norm) {
+        snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)l);
+        if ((st = read_vec(ts, name, a->head_dim, &lw->q_norm, err)))
+            return st;
+        snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)l);
+        if ((st = read_vec(ts, name, a->head_dim, &lw->k_norm, err)))
+            return st;
+    }
+    if (a->moe != OCT_MOE_NONE) {
+        lw->experts = oct_calloc((size_t)a->n_experts, sizeof *lw->experts);
+        if (!lw->experts)
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    }
+    return OCT_OK;
+}
+
+/* Plan unit g's loaded linear lin into its place in layer lw. */
+static void attach_unit(oct_layer_weights *lw, const oct_plan_unit *g, oct_linear *lin)
+{
+    oct_expert *ex = g->expert >= 0 ? &lw->experts[g->expert] : NULL;
+    switch (g->role) {
+    case OCT_U_QKV:
+        lw->qkv_n[lw->n_qkv] = g->n;
+        lw->qkv[lw->n_qkv++] = lin;
+        break;
+    case OCT_U_O: lw->o = lin; break;
+    case OCT_U_GATE_UP:
+        lw->gate_up_n[lw->n_gate_up] = g->n;
+        lw->gate_up[lw->n_gate_up++] = lin;
+        break;
+    case OCT_U_DOWN: lw->down = lin; break;
+    case OCT_U_ROUTER: lw->router = lin; break;
+    case OCT_U_EXP_GATE_UP:
+        ex->gate_up_n[ex->n_gate_up] = g->n;
+        ex->gate_up[ex->n_gate_up++] = lin;
+        ex->gate_up_tensor_act = g->moe_tensor_act;
+        break;
+    case OCT_U_EXP_DOWN:
+        ex->down = lin;
+        ex->down_tensor_act = g->moe_tensor_act;
+        break;
+    }
+}
+
+/* Every layer: its vectors, then its plan units in plan order, reporting
+ * progress by bytes. */
+static oct_status load_layers(const oct_model_opts *opts, const oct_tensor_set *ts, oct_model *m,
+                              oct_error *err)
+{
+    const oct_plan *p = m->plan;
+    const oct_arch *a = &m->arch;
     uint64_t total = p->model_bytes, done = 0;
     int64_t gi = 0;
-    char name[256];
+    oct_status st;
     for (int64_t l = 0; l < a->n_layers; l++) {
         oct_layer_weights *lw = &m->layers[l];
-        lw->k_scale = lw->v_scale = 1.0f;
-        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)l);
-        if ((st = read_vec(ts, name, a->hidden, &lw->attn_norm, err)))
+        if ((st = load_layer_vecs(ts, a, l, lw, err)))
             return st;
-        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
-                 (long long)l);
-        if ((st = read_vec(ts, name, a->hidden, &lw->mlp_norm, err)))
-            return st;
-        if (a->qk_norm) {
-            snprintf(name, sizeof name, "model.layers.%lld.self_attn.q_norm.weight", (long long)l);
-            if ((st = read_vec(ts, name, a->head_dim, &lw->q_norm, err)))
-                return st;
-            snprintf(name, sizeof name, "model.layers.%lld.self_attn.k_norm.weight", (long long)l);
-            if ((st = read_vec(ts, name, a->head_dim, &lw->k_norm, err)))
-                return st;
-        }
-        if (a->moe != OCT_MOE_NONE) {
-            lw->experts = oct_calloc((size_t)a->n_experts, sizeof *lw->experts);
-            if (!lw->experts)
-                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-        }
-        /* units of this layer, in plan order */
         for (; gi < p->n_units && p->units[gi].layer == l; gi++) {
             const oct_plan_unit *g = &p->units[gi];
             oct_linear *lin = NULL;
@@ -448,38 +475,23 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
             if ((st = load_unit(g, &lin, err)) != OCT_OK)
                 return st;
             done += g->bytes;
-            oct_expert *ex = g->expert >= 0 ? &lw->experts[g->expert] : NULL;
-            switch (g->role) {
-            case OCT_U_QKV:
-                lw->qkv_n[lw->n_qkv] = g->n;
-                lw->qkv[lw->n_qkv++] = lin;
-                break;
-            case OCT_U_O: lw->o = lin; break;
-            case OCT_U_GATE_UP:
-                lw->gate_up_n[lw->n_gate_up] = g->n;
-                lw->gate_up[lw->n_gate_up++] = lin;
-                break;
-            case OCT_U_DOWN: lw->down = lin; break;
-            case OCT_U_ROUTER: lw->router = lin; break;
-            case OCT_U_EXP_GATE_UP:
-                ex->gate_up_n[ex->n_gate_up] = g->n;
-                ex->gate_up[ex->n_gate_up++] = lin;
-                ex->gate_up_tensor_act = g->moe_tensor_act;
-                break;
-            case OCT_U_EXP_DOWN:
-                ex->down = lin;
-                ex->down_tensor_act = g->moe_tensor_act;
-                break;
-            }
+            attach_unit(lw, g, lin);
         }
     }
     if (opts && opts->progress)
         opts->progress(total, total, "done", opts->progress_user);
-    /* KV-cache scales from the checkpoint (docs/FORMATS.md §KV-cache scales, remapped by io/). */
+    return OCT_OK;
+}
+
+/* KV-cache scales from the checkpoint (docs/FORMATS.md §KV-cache scales,
+ * remapped by io/), and the warning an FP8 KV cache without any gets. */
+static void load_kv_scales(const char *dir, oct_model *m)
+{
+    const oct_plan *p = m->plan;
     int64_t nkv = oct_checkpoint_n_kv(p->ckpt);
     for (int64_t i = 0; i < nkv; i++) {
         const oct_ckpt_kv *kv = oct_checkpoint_kv(p->ckpt, i);
-        if (kv->layer < 0 || kv->layer >= a->n_layers)
+        if (kv->layer < 0 || kv->layer >= m->arch.n_layers)
             continue;
         if (kv->k_scale > 0)
             m->layers[kv->layer].k_scale = kv->k_scale;
@@ -492,13 +504,13 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
         OCT_WARN("%s has no k/v scales: the FP8 KV cache uses scale 1.0 (pass "
                  "--calculate-kv-scales to compute them from the first prompt)",
                  dir);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if ((st = oct_model_adopt_constants(m, err)) != OCT_OK ||
-        (st = oct_model_moe_kernels(m, err)) != OCT_OK)
-        return st;
+}
+
+/* The load log: device, plan summary, time, host and device memory. */
+static void log_loaded(const oct_model *m, uint64_t dev0)
+{
+    const oct_plan *p = m->plan;
     OCT_INFO("device: %s (KV cache %s)", m->be->ops->name, oct_kv_dtype_name(m->kv_dtype));
-    m->load_peak_bytes = oct_rss_peak_bytes();
     OCT_INFO("%s", p->summary);
     OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB", m->load_seconds,
              (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
@@ -506,6 +518,41 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     if (dev1 > dev0) /* the plan's weights, plus the embedding table the GPU keeps */
         OCT_INFO("GPU memory: %.1f MB for the model (the plan's %.1f MB and the embedding table)",
                  (double)(dev1 - dev0) / 1e6, (double)p->model_bytes / 1e6);
+}
+
+static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m, oct_error *err)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    oct_model_opts eff;
+    oct_status st = oct_model_device(dir, opts, &eff, &m->be, err);
+    const uint64_t dev0 = st == OCT_OK ? oct_model_device_used(m) : 0;
+    if (st == OCT_OK)
+        st = oct_plan_build(dir, &eff, &m->plan, err);
+    if (st != OCT_OK)
+        return st;
+    opts = &eff;
+    m->arch = m->plan->arch;
+    const oct_tensor_set *ts = oct_checkpoint_tensors(m->plan->ckpt);
+    if ((st = parse_kv_dtype(opts->kv_cache_dtype, &m->kv_dtype, err)))
+        return st;
+    m->calculate_kv_scales = opts->calculate_kv_scales;
+    if ((st = find_embed(dir, ts, m, err)))
+        return st;
+    m->layers = oct_calloc((size_t)m->arch.n_layers, sizeof *m->layers);
+    if (!m->layers)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    if ((st = read_vec(ts, "model.norm.weight", m->arch.hidden, &m->final_norm, err)) ||
+        (st = load_lm_head(m, ts, err)) || (st = load_layers(opts, ts, m, err)))
+        return st;
+    load_kv_scales(dir, m);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if ((st = oct_model_adopt_constants(m, err)) != OCT_OK ||
+        (st = oct_model_moe_kernels(m, err)) != OCT_OK)
+        return st;
+    m->load_peak_bytes = oct_rss_peak_bytes();
+    log_loaded(m, dev0);
     return OCT_OK;
 }
 

@@ -197,24 +197,20 @@ static const char *last_component(const char *name)
     return d ? d + 1 : name;
 }
 
-/* Adds the units of one role (fused parts, or a single linear) to the plan:
- * scheme per part (online `base` unless an ignore entry matched; layer_ign
- * >= 0: already ignored by a whole-layer entry), the parts-must-agree rule,
- * unit descriptions, kernels, plan entries. */
-static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int64_t expert,
-                            const char *fused, const part_in *sh, int n_sh, oct_online_scheme base,
-                            bool consult_ignore, int layer_ign, oct_error *err)
+/* The scheme of each part (online `base` unless an ignore entry matched;
+ * layer_ign >= 0: already ignored by a whole-layer entry) into sch, the
+ * ignore entry that decided into ign (-1: none). */
+static oct_status part_schemes(plan_ctx *c, const char *fused, const part_in *sh, int n_sh,
+                               oct_online_scheme base, bool consult_ignore, int layer_ign,
+                               oct_online_scheme *sch, int *ign, oct_error *err)
 {
-    oct_plan *p = c->p;
-    oct_status st = OCT_OK;
-    oct_online_scheme sch[OCT_MAX_PARTS];
-    int ign[OCT_MAX_PARTS];
+    oct_status st;
     /* the fused name itself listed in ignore ignores every part */
     int fused_ign = layer_ign;
     if (fused_ign < 0 && consult_ignore) {
         if ((st = match_ignore(c, fused, &fused_ign, err)) != OCT_OK)
             return st;
-        if (fused_ign >= 0 && strncmp(p->qspec.ignore[fused_ign], "re:", 3) == 0)
+        if (fused_ign >= 0 && strncmp(c->p->qspec.ignore[fused_ign], "re:", 3) == 0)
             fused_ign = -1; /* only the exact fused name counts (docs/MODEL.md §The plan, Ignore) */
     }
     for (int s = 0; s < n_sh; s++) {
@@ -228,25 +224,116 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             sch[s] = OCT_ONLINE_NONE;
         }
     }
-    bool ckpt_fp8 = sh[0].src && sh[0].src->scale_kind != OCT_WSCALE_NONE;
+    return OCT_OK;
+}
+
+/* The parts of a fused linear must share one scheme, and be all FP8 or all
+ * not in the checkpoint (vLLM's rule and text). */
+static oct_status parts_agree(const char *fused, const part_in *sh, int n_sh,
+                              const oct_online_scheme *sch, bool ckpt_fp8, oct_error *err)
+{
     for (int s = 1; s < n_sh; s++) {
         bool s_fp8 = sh[s].src && sh[s].src->scale_kind != OCT_WSCALE_NONE;
-        if (sch[s] != sch[0] || s_fp8 != ckpt_fp8) {
-            char list[160] = "";
-            size_t used = 0;
-            for (int t = 0; t < n_sh && used < sizeof list; t++) {
-                int w = snprintf(list + used, sizeof list - used, "%s'%s'", t ? ", " : "",
-                                 last_component(sh[t].name));
-                if (w < 0)
-                    break;
-                used += (size_t)w;
-            }
-            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                 "Found a different quantization schemes for [%s] in %s. "
-                                 "octet (like vLLM) requires all to use the same scheme.",
-                                 list, fused);
+        if (sch[s] == sch[0] && s_fp8 == ckpt_fp8)
+            continue;
+        char list[160] = "";
+        size_t used = 0;
+        for (int t = 0; t < n_sh && used < sizeof list; t++) {
+            int w = snprintf(list + used, sizeof list - used, "%s'%s'", t ? ", " : "",
+                             last_component(sh[t].name));
+            if (w < 0)
+                break;
+            used += (size_t)w;
         }
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "Found a different quantization schemes for [%s] in %s. "
+                             "octet (like vLLM) requires all to use the same scheme.",
+                             list, fused);
     }
+    return OCT_OK;
+}
+
+/* Unit g's kernel description (from the checkpoint's FP8, the online scheme,
+ * or plain weights) and its kernel. */
+static oct_status unit_desc(plan_ctx *c, oct_plan_unit *g, const oct_ckpt_linear *src,
+                            bool is_expert, oct_error *err)
+{
+    oct_status st;
+    oct_linear_desc *d = &g->desc;
+    memset(d, 0, sizeof *d);
+    d->name = g->name;
+    d->n = g->n;
+    d->k = g->k;
+    d->has_bias = src && src->bias != NULL;
+    if (g->from_checkpoint_fp8) {
+        if ((st = ckpt_desc(src, d, err)) != OCT_OK)
+            return st;
+    } else if (g->online != OCT_ONLINE_NONE) {
+        online_desc(g->online, d);
+        if (is_expert && g->online == OCT_ONLINE_PER_TENSOR) {
+            /* vLLM's fused MoE: per-tensor dynamic activations (docs/MODEL.md §Activations at
+             * run time) */
+            d->act = OCT_ACT_DYNAMIC_TENSOR;
+            g->moe_tensor_act = true;
+        }
+    } else {
+        d->weight_type = c->plain;
+        d->act = OCT_ACT_NONE;
+    }
+    if (d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 && g->k % 32 != 0)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "MXFP8 requires input_size_per_partition (%lld) to be "
+                             "divisible by 32. (layer %s)",
+                             (long long)g->k, g->name);
+    return oct_linear_selector_pick(is_expert ? c->moe_sel : c->sel, d, &g->kernel, err);
+}
+
+/* The plan entries (one per checkpoint linear) of unit g, parts s0..s1 of sh. */
+static oct_status plan_entries(plan_ctx *c, const oct_plan_unit *g, const part_in *sh, int s0,
+                               int s1, const int *ign, oct_error *err)
+{
+    oct_plan *p = c->p;
+    oct_status st = OCT_OK;
+    for (int s = s0; s < s1; s++) {
+        oct_plan_layer *pl = &p->layers[p->n_layers];
+        pl->name = keep(p, sh[s].name, err, &st);
+        pl->unit = keep(p, g->name, err, &st);
+        pl->n = sh[s].n;
+        pl->k = sh[s].k;
+        const char *sc = scheme_of(g->online, g->from_checkpoint_fp8);
+        char buf[128];
+        if (!sc) {
+            snprintf(buf, sizeof buf, "%s (checkpoint)", oct_checkpoint_scheme(p->ckpt));
+            sc = buf;
+        }
+        pl->scheme = keep(p, sc, err, &st);
+        pl->ignore_rule = ign[s] >= 0 ? p->qspec.ignore[ign[s]] : NULL;
+        pl->kernel = oct_linear_kernel_name(g->kernel);
+        pl->bytes = g->bytes * (uint64_t)pl->n / (uint64_t)g->n;
+        if (st != OCT_OK)
+            return st;
+        if (g->desc.weight_type == OCT_WEIGHT_FP8)
+            p->n_quantized++;
+        p->n_layers++;
+    }
+    return OCT_OK;
+}
+
+/* Adds the units of one role (fused parts, or a single linear) to the plan:
+ * the parts' schemes, the parts-must-agree rule, then per unit its
+ * description, kernel and plan entries. */
+static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int64_t expert,
+                            const char *fused, const part_in *sh, int n_sh, oct_online_scheme base,
+                            bool consult_ignore, int layer_ign, oct_error *err)
+{
+    oct_plan *p = c->p;
+    oct_status st;
+    oct_online_scheme sch[OCT_MAX_PARTS];
+    int ign[OCT_MAX_PARTS];
+    bool ckpt_fp8 = sh[0].src && sh[0].src->scale_kind != OCT_WSCALE_NONE;
+    if ((st = part_schemes(c, fused, sh, n_sh, base, consult_ignore, layer_ign, sch, ign, err)) ||
+        (st = parts_agree(fused, sh, n_sh, sch, ckpt_fp8, err)))
+        return st;
     bool is_expert = role == OCT_U_EXP_GATE_UP || role == OCT_U_EXP_DOWN;
     /* Units: fused, unless the checkpoint's FP8 parts have scales that do not
      * stack exactly (then each keeps its own). */
@@ -268,64 +355,17 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
             g->stack[s - s0] = sh[s].stack;
             g->stack_row0[s - s0] = sh[s].row0;
             g->part_n[s - s0] = sh[s].n;
+            g->plan_index[s - s0] = p->n_layers + (s - s0);
             g->n += sh[s].n;
         }
-        oct_linear_desc *d = &g->desc;
-        memset(d, 0, sizeof *d);
-        d->name = g->name;
-        d->n = g->n;
-        d->k = g->k;
-        d->has_bias = sh[s0].src && sh[s0].src->bias != NULL;
-        if (ckpt_fp8) {
-            if ((st = ckpt_desc(sh[s0].src, d, err)) != OCT_OK)
-                return st;
-        } else if (g->online != OCT_ONLINE_NONE) {
-            online_desc(g->online, d);
-            if (is_expert && g->online == OCT_ONLINE_PER_TENSOR) {
-                /* vLLM's fused MoE: per-tensor dynamic activations (docs/MODEL.md §Activations at
-                 * run time) */
-                d->act = OCT_ACT_DYNAMIC_TENSOR;
-                g->moe_tensor_act = true;
-            }
-        } else {
-            d->weight_type = c->plain;
-            d->act = OCT_ACT_NONE;
-        }
-        if (d->weight_scale == OCT_SCALE_MX32 && d->weight_type == OCT_WEIGHT_FP8 && g->k % 32 != 0)
-            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                 "MXFP8 requires input_size_per_partition (%lld) to be "
-                                 "divisible by 32. (layer %s)",
-                                 (long long)g->k, g->name);
-        if ((st = oct_linear_selector_pick(is_expert ? c->moe_sel : c->sel, d, &g->kernel, err)) !=
-            OCT_OK)
+        if ((st = unit_desc(c, g, sh[s0].src, is_expert, err)) != OCT_OK)
             return st;
-        g->bytes = unit_bytes(d);
+        g->bytes = unit_bytes(&g->desc);
         uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
         if (bf16 > p->largest_unit_bf16)
             p->largest_unit_bf16 = bf16;
-        for (int s = s0; s < s1; s++) {
-            oct_plan_layer *pl = &p->layers[p->n_layers];
-            g->plan_index[s - s0] = p->n_layers;
-            pl->name = keep(p, sh[s].name, err, &st);
-            pl->unit = keep(p, g->name, err, &st);
-            pl->n = sh[s].n;
-            pl->k = sh[s].k;
-            const char *sc = scheme_of(g->online, ckpt_fp8);
-            char buf[128];
-            if (!sc) {
-                snprintf(buf, sizeof buf, "%s (checkpoint)", oct_checkpoint_scheme(p->ckpt));
-                sc = buf;
-            }
-            pl->scheme = keep(p, sc, err, &st);
-            pl->ignore_rule = ign[s] >= 0 ? p->qspec.ignore[ign[s]] : NULL;
-            pl->kernel = oct_linear_kernel_name(g->kernel);
-            pl->bytes = g->bytes * (uint64_t)pl->n / (uint64_t)g->n;
-            if (st != OCT_OK)
-                return st;
-            if (d->weight_type == OCT_WEIGHT_FP8)
-                p->n_quantized++;
-            p->n_layers++;
-        }
+        if ((st = plan_entries(c, g, sh, s0, s1, ign, err)) != OCT_OK)
+            return st;
         p->model_bytes += g->bytes;
         p->bf16_bytes += bf16;
         p->n_units++;
