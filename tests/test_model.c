@@ -262,6 +262,10 @@ static void test_config_contract(void)
                  "quantization='fp8_per_block' conflicts with "
                  "quantization_config['global_scheme']='mxfp8'.");
     expect_error("fp8_per_block", "{\"lineaar\": \"mxfp8\"}", "unknown key \"lineaar\"");
+    expect_error("online", "{\"linear\": \"mxfp8\", \"moe_scheme_override\": \"mxfp8\"}",
+                 "mixes the current keys (linear, moe) with the older ones");
+    expect_error("online", "[\"linear\"]", "must be a JSON object");
+    expect_error("online", "{\"linear\": ", "invalid JSON at column");
     expect_error("int8", NULL, "not an online FP8 method");
     /* current schema: explicit slot wins, the shorthand fills the rest */
     oct_plan *p = NULL;

@@ -184,6 +184,122 @@ static oct_status parse_ignore(json_t *v, oct_qspec *q, oct_error *err)
     return OCT_OK;
 }
 
+/* The top-level keys of --quantization-config: unknown ones are an error (a
+ * typo must not be silently ignored), and so is mixing the current schema
+ * with the older one; *legacy: the older one. */
+static oct_status check_keys(json_t *root, bool *legacy, oct_error *err)
+{
+    const char *key;
+    json_t *val;
+    bool current = false;
+    *legacy = false;
+    json_object_foreach(root, key, val)
+    {
+        if (strcmp(key, "linear") == 0 || strcmp(key, "moe") == 0)
+            current = true;
+        else if (strcmp(key, "global_scheme") == 0 || strcmp(key, "linear_scheme_override") == 0 ||
+                 strcmp(key, "moe_scheme_override") == 0)
+            *legacy = true;
+        else if (strcmp(key, "ignore") != 0)
+            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                                 "--quantization-config: unknown key \"%s\" (expected linear, "
+                                 "moe, ignore; or the older global_scheme, "
+                                 "linear_scheme_override, moe_scheme_override, ignore)",
+                                 key);
+    }
+    if (*legacy && current)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "--quantization-config mixes the current keys (linear, moe) with "
+                             "the older ones (global_scheme, *_scheme_override)");
+    return OCT_OK;
+}
+
+/* The older schema: linear = linear_scheme_override or global_scheme (the
+ * same for moe); --quantization qz (schemes sh_lin / sh_moe) fills
+ * global_scheme, and a conflicting one is an error. */
+static oct_status legacy_slots(json_t *root, const char *qz, oct_online_scheme sh_lin,
+                               oct_online_scheme sh_moe, oct_online_scheme *lin,
+                               oct_online_scheme *moe, oct_error *err)
+{
+    oct_status st;
+    json_t *g = json_object_get(root, "global_scheme");
+    const char *gs = json_is_string(g) ? json_string_value(g) : NULL;
+    if (gs && qz && strcmp(qz, "online") != 0 && strcmp(gs, qz) != 0 &&
+        !(strcmp(qz, "fp8") == 0 && strcmp(gs, "fp8_per_tensor") == 0))
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "quantization='%s' conflicts with "
+                             "quantization_config['global_scheme']='%s'. These must match when "
+                             "both are specified.",
+                             qz, gs);
+    oct_online_scheme glin = sh_lin, gmoe = sh_moe;
+    bool gset = false, lin_set = false, moe_set = false;
+    if (g && !json_is_null(g) &&
+        ((st = parse_slot(g, "global_scheme", "Linear", true, &glin, &gset, err)) ||
+         (st = parse_slot(g, "global_scheme", "MoE", false, &gmoe, &gset, err))))
+        return st;
+    if ((st = parse_slot(json_object_get(root, "linear_scheme_override"), "linear_scheme_override",
+                         "Linear", true, lin, &lin_set, err)) ||
+        (st = parse_slot(json_object_get(root, "moe_scheme_override"), "moe_scheme_override", "MoE",
+                         false, moe, &moe_set, err)))
+        return st;
+    if (!lin_set)
+        *lin = glin;
+    if (!moe_set)
+        *moe = gmoe;
+    return OCT_OK;
+}
+
+/* The current schema: each slot from the explicit config if set, else the
+ * shorthand's. */
+static oct_status current_slots(json_t *root, oct_online_scheme sh_lin, oct_online_scheme sh_moe,
+                                oct_online_scheme *lin, oct_online_scheme *moe, oct_error *err)
+{
+    oct_status st;
+    bool lin_set = false, moe_set = false;
+    if ((st = parse_slot(json_object_get(root, "linear"), "linear", "Linear", true, lin, &lin_set,
+                         err)) ||
+        (st = parse_slot(json_object_get(root, "moe"), "moe", "MoE", false, moe, &moe_set, err)))
+        return st;
+    if (!lin_set)
+        *lin = sh_lin;
+    if (!moe_set)
+        *moe = sh_moe;
+    return OCT_OK;
+}
+
+/* --quantization-config's JSON over the shorthand's schemes into q. */
+static oct_status resolve_config(const char *config_json, const char *qz, oct_online_scheme sh_lin,
+                                 oct_online_scheme sh_moe, oct_qspec *q, oct_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(config_json, 0, &jerr);
+    if (!root)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, jerr.position,
+                             "--quantization-config: invalid JSON at column %d: %s", jerr.column,
+                             jerr.text);
+    oct_status st = OCT_OK;
+    bool legacy = false;
+    oct_online_scheme lin = OCT_ONLINE_NONE, moe = OCT_ONLINE_NONE;
+    if (!json_is_object(root))
+        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                           "--quantization-config must be a JSON object");
+    else if ((st = check_keys(root, &legacy, err)) == OCT_OK)
+        st = legacy ? legacy_slots(root, qz, sh_lin, sh_moe, &lin, &moe, err)
+                    : current_slots(root, sh_lin, sh_moe, &lin, &moe, err);
+    if (st == OCT_OK && lin == OCT_ONLINE_NONE && moe == OCT_ONLINE_NONE)
+        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                           "OnlineQuantizationConfig requires at least one of "
+                           "quantization_config.linear or quantization_config.moe to be set.");
+    if (st == OCT_OK) {
+        q->active = true;
+        q->linear = lin;
+        q->moe = moe;
+        st = parse_ignore(json_object_get(root, "ignore"), q, err);
+    }
+    json_decref(root);
+    return st;
+}
+
 static oct_status resolve(const char *quantization, const char *config_json, oct_qspec *q,
                           oct_error *err)
 {
@@ -204,113 +320,17 @@ static oct_status resolve(const char *quantization, const char *config_json, oct
         if (st != OCT_OK)
             return st;
     }
-    if (!config_json || !*config_json) {
-        if (qz && strcmp(qz, "online") == 0)
-            return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                                 "OnlineQuantizationConfig requires at least one of "
-                                 "quantization_config.linear or quantization_config.moe to be "
-                                 "set.");
-        q->active = qz != NULL;
-        q->linear = sh_lin;
-        q->moe = sh_moe;
-        return OCT_OK;
-    }
-    json_error_t jerr;
-    json_t *root = json_loads(config_json, 0, &jerr);
-    if (!root)
-        return oct_error_set(err, OCT_ERR_INVALID_ARG, jerr.position,
-                             "--quantization-config: invalid JSON at column %d: %s", jerr.column,
-                             jerr.text);
-    oct_status st = OCT_OK;
-    if (!json_is_object(root)) {
-        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                           "--quantization-config must be a JSON object");
-        goto out;
-    }
-    /* Unknown top-level keys are an error: a typo must not be silently ignored. */
-    const char *key;
-    json_t *val;
-    bool legacy = false, current = false;
-    json_object_foreach(root, key, val)
-    {
-        if (strcmp(key, "linear") == 0 || strcmp(key, "moe") == 0)
-            current = true;
-        else if (strcmp(key, "global_scheme") == 0 || strcmp(key, "linear_scheme_override") == 0 ||
-                 strcmp(key, "moe_scheme_override") == 0)
-            legacy = true;
-        else if (strcmp(key, "ignore") != 0) {
-            st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                               "--quantization-config: unknown key \"%s\" (expected linear, moe, "
-                               "ignore; or the older global_scheme, linear_scheme_override, "
-                               "moe_scheme_override, ignore)",
-                               key);
-            goto out;
-        }
-    }
-    if (legacy && current) {
-        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                           "--quantization-config mixes the current keys (linear, moe) with the "
-                           "older ones (global_scheme, *_scheme_override)");
-        goto out;
-    }
-    q->active = true;
-    oct_online_scheme lin = OCT_ONLINE_NONE, moe = OCT_ONLINE_NONE;
-    bool lin_set = false, moe_set = false;
-    if (legacy) {
-        /* linear = linear_scheme_override or global_scheme (same for moe);
-         * --quantization fills global_scheme; a conflicting one is an error. */
-        json_t *g = json_object_get(root, "global_scheme");
-        const char *gs = json_is_string(g) ? json_string_value(g) : NULL;
-        if (gs && qz && strcmp(qz, "online") != 0 && strcmp(gs, qz) != 0 &&
-            !(strcmp(qz, "fp8") == 0 && strcmp(gs, "fp8_per_tensor") == 0)) {
-            st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                               "quantization='%s' conflicts with "
-                               "quantization_config['global_scheme']='%s'. These must match when "
-                               "both are specified.",
-                               qz, gs);
-            goto out;
-        }
-        json_t *gl = g && !json_is_null(g) ? g : NULL;
-        oct_online_scheme glin = sh_lin, gmoe = sh_moe;
-        bool gset = false;
-        if (gl) {
-            if ((st = parse_slot(gl, "global_scheme", "Linear", true, &glin, &gset, err)) ||
-                (st = parse_slot(gl, "global_scheme", "MoE", false, &gmoe, &gset, err)))
-                goto out;
-        }
-        if ((st = parse_slot(json_object_get(root, "linear_scheme_override"),
-                             "linear_scheme_override", "Linear", true, &lin, &lin_set, err)) ||
-            (st = parse_slot(json_object_get(root, "moe_scheme_override"), "moe_scheme_override",
-                             "MoE", false, &moe, &moe_set, err)))
-            goto out;
-        if (!lin_set)
-            lin = glin;
-        if (!moe_set)
-            moe = gmoe;
-    } else {
-        if ((st = parse_slot(json_object_get(root, "linear"), "linear", "Linear", true, &lin,
-                             &lin_set, err)) ||
-            (st = parse_slot(json_object_get(root, "moe"), "moe", "MoE", false, &moe, &moe_set,
-                             err)))
-            goto out;
-        /* Merge: each slot from the explicit config if set, else the shorthand. */
-        if (!lin_set)
-            lin = sh_lin;
-        if (!moe_set)
-            moe = sh_moe;
-    }
-    if (lin == OCT_ONLINE_NONE && moe == OCT_ONLINE_NONE) {
-        st = oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
-                           "OnlineQuantizationConfig requires at least one of "
-                           "quantization_config.linear or quantization_config.moe to be set.");
-        goto out;
-    }
-    q->linear = lin;
-    q->moe = moe;
-    st = parse_ignore(json_object_get(root, "ignore"), q, err);
-out:
-    json_decref(root);
-    return st;
+    if (config_json && *config_json)
+        return resolve_config(config_json, qz, sh_lin, sh_moe, q, err);
+    if (qz && strcmp(qz, "online") == 0)
+        return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
+                             "OnlineQuantizationConfig requires at least one of "
+                             "quantization_config.linear or quantization_config.moe to be "
+                             "set.");
+    q->active = qz != NULL;
+    q->linear = sh_lin;
+    q->moe = sh_moe;
+    return OCT_OK;
 }
 
 oct_status oct_qspec_resolve(const char *quantization, const char *config_json, oct_qspec *out,
