@@ -479,7 +479,12 @@ static oct_status check_stack(const plan_ctx *c, const oct_tensor *t, int64_t e,
  * per-expert layouts, gate_proj/up_proj/down_proj for 3-D ones); the fused unit is
  * <blk>.experts.N.gate_up_proj.  An ignore entry matching <blk>.experts (vLLM's
  * FusedMoE name) keeps every expert of the layer unquantized. */
-static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
+static const char *const k_mixtral_sh[] = {"w1", "w3", "w2"};
+static const char *const k_qwen_sh[] = {"gate_proj", "up_proj", "down_proj"};
+
+/* Layer l's MoE router, by the names the architecture's checkpoints use,
+ * as an unquantized unit; blk: its block's prefix ("model.layers.N.mlp"). */
+static oct_status moe_router(plan_ctx *c, int64_t l, char *blk, size_t blk_len, oct_error *err)
 {
     typedef struct {
         const char *block, *router;
@@ -488,101 +493,128 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
     static const router_name k_qwen3[] = {{"mlp", "gate"}};
     static const router_name k_granite[] = {{"block_sparse_moe", "router.layer"},
                                             {"block_sparse_moe", "router"}};
-    static const char *const mixtral_sh[] = {"w1", "w3", "w2"};
-    static const char *const qwen_sh[] = {"gate_proj", "up_proj", "down_proj"};
-    oct_plan *p = c->p;
-    const oct_arch *a = &p->arch;
-    const oct_tensor_set *ts = oct_checkpoint_tensors(p->ckpt);
-    const int64_t E = a->n_experts, I = a->moe_intermediate, H = a->hidden;
+    const oct_arch *a = &c->p->arch;
     const router_name *rn = a->moe == OCT_MOE_MIXTRAL ? k_mixtral
                             : a->moe == OCT_MOE_QWEN3 ? k_qwen3
                                                       : k_granite;
     size_t n_rn = a->moe == OCT_MOE_MIXTRAL ? OCT_ARRAY_LEN(k_mixtral)
                   : a->moe == OCT_MOE_QWEN3 ? OCT_ARRAY_LEN(k_qwen3)
                                             : OCT_ARRAY_LEN(k_granite);
-    char blk[128], name[192], fused[192];
-    part_in sh[OCT_MAX_PARTS];
-    oct_status st;
+    char name[192];
     const oct_ckpt_linear *router = NULL;
     for (size_t i = 0; i < n_rn && !router; i++) {
-        snprintf(blk, sizeof blk, "model.layers.%lld.%s", (long long)l, rn[i].block);
+        snprintf(blk, blk_len, "model.layers.%lld.%s", (long long)l, rn[i].block);
         snprintf(name, sizeof name, "%s.%s", blk, rn[i].router);
-        router = oct_checkpoint_find_linear(p->ckpt, name);
+        router = oct_checkpoint_find_linear(c->p->ckpt, name);
     }
     if (!router) {
-        snprintf(blk, sizeof blk, "model.layers.%lld.%s", (long long)l, rn[0].block);
+        snprintf(blk, blk_len, "model.layers.%lld.%s", (long long)l, rn[0].block);
         return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
                              "%s: tensor %s.%s.weight (MoE router of %s) is missing", c->dir, blk,
                              rn[0].router, a->name);
     }
-    if ((st = lin_part(c, router->name, E, H, &sh[0], err)) != OCT_OK)
-        return st;
+    part_in sh;
+    oct_status st = lin_part(c, router->name, a->n_experts, a->hidden, &sh, err);
     /* MoE router gates are never quantized (docs/MODEL.md §Online quantization config) */
-    if ((st = add_units(c, l, OCT_U_ROUTER, -1, router->name, sh, 1, OCT_ONLINE_NONE, false, -1,
-                        err)) != OCT_OK)
-        return st;
+    return st != OCT_OK ? st
+                        : add_units(c, l, OCT_U_ROUTER, -1, router->name, &sh, 1, OCT_ONLINE_NONE,
+                                    false, -1, err);
+}
 
-    /* expert layout */
-    const char *const *shn = a->moe == OCT_MOE_MIXTRAL ? mixtral_sh : qwen_sh;
+/* Block blk's expert tensors when they are stacked (3-D gate/up and down,
+ * or Granite's input/output_linear) into *gu3 / *dn3, shape-checked. */
+static oct_status expert_stacks(const plan_ctx *c, const char *blk, const oct_tensor **gu3,
+                                const oct_tensor **dn3, oct_error *err)
+{
+    const oct_arch *a = &c->p->arch;
+    const oct_tensor_set *ts = oct_checkpoint_tensors(c->p->ckpt);
+    char name[192];
+    snprintf(name, sizeof name, "%s.experts.gate_up_proj", blk);
+    *gu3 = find_stack(ts, name);
+    snprintf(name, sizeof name, "%s.experts.down_proj", blk);
+    *dn3 = find_stack(ts, name);
+    if (!*gu3 && !*dn3 && a->moe == OCT_MOE_GRANITE) {
+        snprintf(name, sizeof name, "%s.input_linear", blk);
+        *gu3 = find_stack(ts, name);
+        snprintf(name, sizeof name, "%s.output_linear", blk);
+        *dn3 = find_stack(ts, name);
+    }
+    if (!*gu3 || !*dn3) {
+        if (a->moe == OCT_MOE_GRANITE)
+            return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                                 "%s: no expert weights for %s (looked for "
+                                 "%s.input_linear.weight / output_linear.weight and "
+                                 "%s.experts.gate_up_proj / down_proj)",
+                                 c->dir, blk, blk, blk);
+        return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
+                             "%s: no expert weights for %s (looked for "
+                             "%s.experts.0.%s.weight and %s.experts.gate_up_proj / "
+                             "down_proj)",
+                             c->dir, blk, blk,
+                             a->moe == OCT_MOE_MIXTRAL ? k_mixtral_sh[0] : k_qwen_sh[0], blk);
+    }
+    const int64_t E = a->n_experts, I = a->moe_intermediate, H = a->hidden;
+    oct_status st = check_stack(c, *gu3, E, 2 * I, H, err);
+    return st != OCT_OK ? st : check_stack(c, *dn3, E, H, I, err);
+}
+
+/* Expert e's gate, up and down parts: per-expert linears (names shn), or
+ * rows of the stacks gu3 / dn3. */
+static oct_status expert_parts(const plan_ctx *c, const char *blk, int64_t e,
+                               const char *const *shn, const oct_tensor *gu3, const oct_tensor *dn3,
+                               part_in *sh, oct_error *err)
+{
+    const int64_t I = c->p->arch.moe_intermediate, H = c->p->arch.hidden;
+    char name[192];
+    for (int s = 0; s < 3; s++) {
+        snprintf(name, sizeof name, "%s.experts.%lld.%s", blk, (long long)e,
+                 gu3 ? k_qwen_sh[s] : shn[s]);
+        int64_t n = s < 2 ? I : H, k = s < 2 ? H : I;
+        oct_status st;
+        if (!gu3) {
+            if ((st = lin_part(c, name, n, k, &sh[s], err)) != OCT_OK)
+                return st;
+            continue;
+        }
+        memset(&sh[s], 0, sizeof sh[s]);
+        snprintf(sh[s].name, sizeof sh[s].name, "%s", name);
+        sh[s].stack = s < 2 ? gu3 : dn3;
+        sh[s].row0 = s < 2 ? e * 2 * I + s * I : e * H;
+        sh[s].n = n;
+        sh[s].k = k;
+    }
+    return OCT_OK;
+}
+
+static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
+{
+    oct_plan *p = c->p;
+    const oct_arch *a = &p->arch;
+    char blk[128], name[192], fused[192];
+    part_in sh[OCT_MAX_PARTS];
+    oct_status st;
+    if ((st = moe_router(c, l, blk, sizeof blk, err)) != OCT_OK)
+        return st;
+    /* expert layout: one linear per expert, or stacked tensors */
+    const char *const *shn = a->moe == OCT_MOE_MIXTRAL ? k_mixtral_sh : k_qwen_sh;
     bool per_expert = false;
     const oct_tensor *gu3 = NULL, *dn3 = NULL;
     if (a->moe != OCT_MOE_GRANITE) {
         snprintf(name, sizeof name, "%s.experts.0.%s", blk, shn[0]);
         per_expert = oct_checkpoint_find_linear(p->ckpt, name) != NULL;
     }
-    if (!per_expert) {
-        snprintf(name, sizeof name, "%s.experts.gate_up_proj", blk);
-        gu3 = find_stack(ts, name);
-        snprintf(name, sizeof name, "%s.experts.down_proj", blk);
-        dn3 = find_stack(ts, name);
-        if (!gu3 && !dn3 && a->moe == OCT_MOE_GRANITE) {
-            snprintf(name, sizeof name, "%s.input_linear", blk);
-            gu3 = find_stack(ts, name);
-            snprintf(name, sizeof name, "%s.output_linear", blk);
-            dn3 = find_stack(ts, name);
-        }
-        if (!gu3 || !dn3) {
-            if (a->moe == OCT_MOE_GRANITE)
-                return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                                     "%s: no expert weights for %s (looked for "
-                                     "%s.input_linear.weight / output_linear.weight and "
-                                     "%s.experts.gate_up_proj / down_proj)",
-                                     c->dir, blk, blk, blk);
-            return oct_error_set(err, OCT_ERR_NOT_FOUND, -1,
-                                 "%s: no expert weights for %s (looked for "
-                                 "%s.experts.0.%s.weight and %s.experts.gate_up_proj / "
-                                 "down_proj)",
-                                 c->dir, blk, blk, shn[0], blk);
-        }
-        if ((st = check_stack(c, gu3, E, 2 * I, H, err)) != OCT_OK ||
-            (st = check_stack(c, dn3, E, H, I, err)) != OCT_OK)
-            return st;
-    }
+    if (!per_expert && (st = expert_stacks(c, blk, &gu3, &dn3, err)) != OCT_OK)
+        return st;
     /* the whole MoE layer by its vLLM name */
     oct_online_scheme base = p->qspec.moe;
     int layer_ign = -1;
     snprintf(name, sizeof name, "%s.experts", blk);
     if (base != OCT_ONLINE_NONE && (st = match_ignore(c, name, &layer_ign, err)) != OCT_OK)
         return st;
-    for (int64_t e = 0; e < E; e++) {
+    for (int64_t e = 0; e < a->n_experts; e++) {
         snprintf(fused, sizeof fused, "%s.experts.%lld.gate_up_proj", blk, (long long)e);
-        for (int s = 0; s < 3; s++) {
-            const char *short_name = per_expert ? shn[s] : qwen_sh[s];
-            snprintf(name, sizeof name, "%s.experts.%lld.%s", blk, (long long)e, short_name);
-            int64_t n = s < 2 ? I : H, k = s < 2 ? H : I;
-            if (per_expert) {
-                if ((st = lin_part(c, name, n, k, &sh[s], err)) != OCT_OK)
-                    return st;
-            } else {
-                memset(&sh[s], 0, sizeof sh[s]);
-                snprintf(sh[s].name, sizeof sh[s].name, "%s", name);
-                sh[s].stack = s < 2 ? gu3 : dn3;
-                sh[s].row0 = s < 2 ? e * 2 * I + s * I : e * H;
-                sh[s].n = n;
-                sh[s].k = k;
-            }
-        }
-        if ((st = add_units(c, l, OCT_U_EXP_GATE_UP, e, fused, sh, 2, base, true, layer_ign,
+        if ((st = expert_parts(c, blk, e, shn, gu3, dn3, sh, err)) != OCT_OK ||
+            (st = add_units(c, l, OCT_U_EXP_GATE_UP, e, fused, sh, 2, base, true, layer_ign,
                             err)) != OCT_OK ||
             (st = add_units(c, l, OCT_U_EXP_DOWN, e, sh[2].name, &sh[2], 1, base, true, layer_ign,
                             err)) != OCT_OK)
@@ -591,12 +623,12 @@ static oct_status moe_layer(plan_ctx *c, int64_t l, oct_error *err)
     return OCT_OK;
 }
 
-static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p, oct_error *err)
+/* The checkpoint, its architecture and the quantization request, checked
+ * against each other: *online (BF16 weights to quantize), *plain (the dtype
+ * of weights kept unquantized). */
+static oct_status open_source(const char *dir, const oct_model_opts *opts, oct_plan *p,
+                              bool *online, oct_weight_type *plain, oct_error *err)
 {
-    oct_model_opts dflt;
-    memset(&dflt, 0, sizeof dflt);
-    if (!opts)
-        opts = &dflt;
     oct_status st = oct_checkpoint_open(dir, NULL, &p->ckpt, err);
     if (st != OCT_OK)
         return st;
@@ -613,15 +645,20 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                              "%s is already quantized (%s, %s): drop --quantization / "
                              "--quantization-config to run its own scheme",
                              dir, oct_ckpt_format_str(fmt), oct_checkpoint_scheme(p->ckpt));
-    bool online = p->qspec.active && fmt == OCT_CKPT_BF16;
+    *online = p->qspec.active && fmt == OCT_CKPT_BF16;
     const char *dt =
         opts->dtype && *opts->dtype && strcmp(opts->dtype, "auto") != 0 ? opts->dtype : "bfloat16";
     if (strcmp(dt, "bfloat16") != 0 && strcmp(dt, "float32") != 0)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "--dtype %s: expected auto, bfloat16 or float32", dt);
     p->dtype = oct_strdup(dt);
-    oct_weight_type plain = strcmp(dt, "float32") == 0 ? OCT_WEIGHT_F32 : OCT_WEIGHT_BF16;
+    *plain = strcmp(dt, "float32") == 0 ? OCT_WEIGHT_F32 : OCT_WEIGHT_BF16;
+    return p->dtype ? OCT_OK : oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+}
 
+/* Room for every plan entry and unit the architecture can have. */
+static oct_status alloc_entries(const char *dir, oct_plan *p, oct_error *err)
+{
     const oct_arch *a = &p->arch;
     int64_t L = a->n_layers;
     /* per layer: q, k, v, o, gate, up, down (+ router and 3 per expert) */
@@ -632,42 +669,58 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                              "%s: %lld layers of %lld linear layers each is more than octet "
                              "plans for",
                              dir, (long long)L, (long long)per_layer);
-    int64_t max_layers = (int64_t)entries, max_units = (int64_t)entries;
-    p->layers = oct_calloc((size_t)max_layers, sizeof *p->layers);
-    p->units = oct_calloc((size_t)max_units, sizeof *p->units);
-    p->layer_names = oct_calloc((size_t)(max_layers * 3 + 8), sizeof(char *));
-    if (!p->layers || !p->units || !p->layer_names || !p->dtype)
+    p->layers = oct_calloc(entries, sizeof *p->layers);
+    p->units = oct_calloc(entries, sizeof *p->units);
+    p->layer_names = oct_calloc(entries * 3 + 8, sizeof(char *));
+    if (!p->layers || !p->units || !p->layer_names)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    return OCT_OK;
+}
 
-    plan_ctx c = {p, dir, online, plain, NULL, NULL, NULL};
-    c.ignore_used = oct_calloc((size_t)(p->qspec.n_ignore + 1), sizeof(bool));
-    if (!c.ignore_used)
-        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    /* experts: --moe-backend's kernels (cuda_grouped: the device's, fed by cuda layers) */
+/* The kernel selectors: --linear-backend's, and for experts --moe-backend's
+ * (cuda_grouped: the device's, fed by cuda layers). */
+static oct_status make_selectors(const oct_model_opts *opts, plan_ctx *c, oct_error *err)
+{
     const char *mb = opts->moe_backend;
     const bool moe_own = mb && *mb && strcmp(mb, "auto") != 0;
     if (moe_own && strcmp(mb, "cuda_grouped") == 0)
         mb = "cuda";
-    if ((st = oct_linear_selector_create(opts->linear_backend, &c.sel, err)) != OCT_OK ||
-        (st = oct_linear_selector_create(moe_own ? mb : opts->linear_backend, &c.moe_sel, err)) !=
+    oct_status st;
+    if ((st = oct_linear_selector_create(opts->linear_backend, &c->sel, err)) != OCT_OK ||
+        (st = oct_linear_selector_create(moe_own ? mb : opts->linear_backend, &c->moe_sel, err)) !=
             OCT_OK)
-        goto out;
+        return st;
     if (moe_own)
-        oct_linear_selector_set_flag(c.moe_sel, "--moe-backend");
-    for (int64_t l = 0; l < L; l++) {
-        if ((st = dense_role(&c, l, OCT_U_QKV, err)) != OCT_OK ||
-            (st = dense_role(&c, l, OCT_U_O, err)) != OCT_OK)
-            goto out;
+        oct_linear_selector_set_flag(c->moe_sel, "--moe-backend");
+    return OCT_OK;
+}
+
+/* Every layer's roles: attention, then the MLP or the MoE block. */
+static oct_status plan_layers(plan_ctx *c, oct_error *err)
+{
+    const oct_arch *a = &c->p->arch;
+    oct_status st = OCT_OK;
+    for (int64_t l = 0; l < a->n_layers && st == OCT_OK; l++) {
+        if ((st = dense_role(c, l, OCT_U_QKV, err)) != OCT_OK ||
+            (st = dense_role(c, l, OCT_U_O, err)) != OCT_OK)
+            return st;
         if (a->moe != OCT_MOE_NONE)
-            st = moe_layer(&c, l, err);
-        else if ((st = dense_role(&c, l, OCT_U_GATE_UP, err)) == OCT_OK)
-            st = dense_role(&c, l, OCT_U_DOWN, err);
-        if (st != OCT_OK)
-            goto out;
+            st = moe_layer(c, l, err);
+        else if ((st = dense_role(c, l, OCT_U_GATE_UP, err)) == OCT_OK)
+            st = dense_role(c, l, OCT_U_DOWN, err);
     }
+    return st;
+}
+
+/* What the plan adds up to: bytes with the embeddings, the load's peak, the
+ * warnings for ignore entries that matched nothing, the one-line summary. */
+static void finish_plan(const plan_ctx *c)
+{
+    oct_plan *p = c->p;
+    const oct_arch *a = &p->arch;
     /* Embeddings and lm_head stay in the checkpoint dtype (BF16): never quantized. */
     uint64_t emb = 2u * (uint64_t)a->vocab * (uint64_t)a->hidden;
-    uint64_t norms = 4u * (uint64_t)a->hidden * (uint64_t)(2 * L + 1);
+    uint64_t norms = 4u * (uint64_t)a->hidden * (uint64_t)(2 * a->n_layers + 1);
     p->model_bytes += emb /* lm_head copy */ + norms;
     p->bf16_bytes += (a->tie_embeddings ? emb : 2 * emb) + norms / 2;
     /* Peak while loading: everything loaded so far, the embedding table read
@@ -675,7 +728,7 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
      * codes before they are repacked. */
     p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) + (16u << 20);
     for (int i = 0; i < p->qspec.n_ignore; i++)
-        if (!c.ignore_used[i])
+        if (!c->ignore_used[i])
             OCT_WARN("ignore entry '%s' matched no layer (names look like "
                      "model.layers.0.self_attn.q_proj; a fused name like "
                      "model.layers.0.self_attn.qkv_proj works only as an exact name%s)",
@@ -685,7 +738,7 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
                            "model.layers.0.<block>.experts.3.<proj> for one expert; see "
                            "inspect --plan"
                          : "");
-    if (online)
+    if (c->online)
         snprintf(p->summary, sizeof p->summary,
                  "online %s: %lld of %lld linear layers quantized, %.1f MB BF16 -> %.1f MB "
                  "(%s kept in BF16)",
@@ -697,11 +750,31 @@ static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p
     else
         snprintf(p->summary, sizeof p->summary,
                  "%s checkpoint (%s): %lld of %lld linear layers FP8, %.1f MB as loaded",
-                 oct_ckpt_format_str(fmt), oct_checkpoint_scheme(p->ckpt),
-                 (long long)p->n_quantized, (long long)p->n_layers, (double)p->model_bytes / 1e6);
-    oct_linear_selector_log_summary(c.sel);
-    oct_linear_selector_log_summary(c.moe_sel);
-out:
+                 oct_ckpt_format_str(oct_checkpoint_format(p->ckpt)),
+                 oct_checkpoint_scheme(p->ckpt), (long long)p->n_quantized, (long long)p->n_layers,
+                 (double)p->model_bytes / 1e6);
+}
+
+static oct_status build(const char *dir, const oct_model_opts *opts, oct_plan *p, oct_error *err)
+{
+    oct_model_opts dflt;
+    memset(&dflt, 0, sizeof dflt);
+    if (!opts)
+        opts = &dflt;
+    bool online = false;
+    oct_weight_type plain = OCT_WEIGHT_BF16;
+    oct_status st;
+    if ((st = open_source(dir, opts, p, &online, &plain, err)) || (st = alloc_entries(dir, p, err)))
+        return st;
+    plan_ctx c = {p, dir, online, plain, NULL, NULL, NULL};
+    c.ignore_used = oct_calloc((size_t)(p->qspec.n_ignore + 1), sizeof(bool));
+    if (!c.ignore_used)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    if ((st = make_selectors(opts, &c, err)) == OCT_OK && (st = plan_layers(&c, err)) == OCT_OK) {
+        finish_plan(&c);
+        oct_linear_selector_log_summary(c.sel);
+        oct_linear_selector_log_summary(c.moe_sel);
+    }
     oct_linear_selector_free(c.sel);
     oct_linear_selector_free(c.moe_sel);
     oct_free(c.ignore_used);
