@@ -5,7 +5,8 @@
  * multipliers), each also in transformers' in-memory layout with fused 3-D
  * experts.gate_up_proj / experts.down_proj (the *_fused folders)); online FP8 of
  * experts (per expert, router never quantized), ignore rules on experts, config
- * fields that are refused. */
+ * fields that are refused, and a router or expert tensors missing from the
+ * checkpoint (named in the error). */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -462,6 +463,68 @@ static void expect_config_error(const char *model, const char *from, const char 
     remove_copy(dir);
 }
 
+/* A copy of a fixture folder whose model.safetensors has tensor `from`
+ * renamed to `to` (the same length: the header keeps its size and offsets). */
+static bool renamed_copy(const char *model, const char *from, const char *to, char *out, size_t cap)
+{
+    char src[256], path[600], link[600], abs_cfg[600];
+    snprintf(src, sizeof src, "tests/fixtures/models/model_%s", model);
+    snprintf(out, cap, "/tmp/octet_moe_XXXXXX");
+    if (strlen(from) != strlen(to) || !mkdtemp(out))
+        return false;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    size_t n = 0;
+    unsigned char *st = testlib_read_file(path, &n);
+    char key[256];
+    snprintf(key, sizeof key, "\"%s\"", from);
+    char *hit = st && n > 8 ? strstr((char *)st + 8, key) : NULL; /* the header is text */
+    if (hit)
+        memcpy(hit + 1, to, strlen(to));
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    FILE *f = hit ? fopen(path, "wb") : NULL;
+    bool ok = f && fwrite(st, 1, n, f) == n;
+    if (f)
+        fclose(f);
+    free(st);
+    snprintf(path, sizeof path, "%s/config.json", src);
+    snprintf(link, sizeof link, "%s/config.json", out);
+    return ok && realpath(path, abs_cfg) && symlink(abs_cfg, link) == 0;
+}
+
+static void expect_tensor_error(const char *model, const char *from, const char *to,
+                                const char *text)
+{
+    char dir[64];
+    REQUIRE(renamed_copy(model, from, to, dir, sizeof dir));
+    oct_error err;
+    oct_error_clear(&err);
+    oct_model_opts o;
+    memset(&o, 0, sizeof o);
+    oct_plan *p = NULL;
+    oct_status s = oct_plan_create(dir, &o, &p, &err);
+    CHECKF(s != OCT_OK && strstr(err.message, text), "%s -> %s: got '%s', want '%s'", from, to,
+           err.message, text);
+    oct_plan_free(p);
+    remove_copy(dir);
+}
+
+/* A router or the expert weights missing from the checkpoint: named. */
+static void test_missing_moe_tensors(void)
+{
+    expect_tensor_error(
+        "qwen3_moe", "model.layers.0.mlp.gate.weight", "model.layers.0.mlp.gatx.weight",
+        "tensor model.layers.0.mlp.gate.weight (MoE router of Qwen3MoeForCausalLM) is "
+        "missing");
+    expect_tensor_error("granitemoe_fused", "model.layers.0.block_sparse_moe.experts.gate_up_proj",
+                        "model.layers.0.block_sparse_moe.experts.gate_up_xxxx",
+                        "no expert weights for model.layers.0.block_sparse_moe (looked for "
+                        "model.layers.0.block_sparse_moe.input_linear.weight");
+    expect_tensor_error("qwen3_moe", "model.layers.0.mlp.experts.0.gate_proj.weight",
+                        "model.layers.0.mlp.experts.0.gate_xxxx.weight",
+                        "no expert weights for model.layers.0.mlp (looked for "
+                        "model.layers.0.mlp.experts.0.gate_proj.weight");
+}
+
 static void test_refused_config_fields(void)
 {
     expect_config_error("qwen3_moe", "\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2",
@@ -488,5 +551,6 @@ int main(void)
     RUN(test_online_moe_runs);
     RUN(test_prequantized_per_expert);
     RUN(test_refused_config_fields);
+    RUN(test_missing_moe_tensors);
     return testlib_finish();
 }
