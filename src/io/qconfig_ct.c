@@ -225,18 +225,12 @@ static oct_status ct_resolve(const io_qconfig *q, const char *name, bool is_lm_h
 
 static const struct io_qconfig_ops k_ct_ops = {ct_resolve, ct_free};
 
-oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err)
+/* The checkpoint-wide fields: a status, format, sparsity and transform that
+ * octet runs; *gfmt the global format (groups may override it). */
+static oct_status check_top_level(const json_t *qc, const char *label, const char **gfmt,
+                                  oct_error *err)
 {
-    ct_priv *c = oct_calloc(1, sizeof *c);
-    if (!c)
-        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-    q->format = OCT_CKPT_COMPRESSED_TENSORS;
-    q->ops = &k_ct_ops;
-    q->priv = c;
-    const char *status = NULL, *gfmt = NULL;
-    const char **list = NULL;
-    int n_list = 0;
-    char where[320];
+    const char *status = NULL;
     OCT_TRY(io_json_str(qc, "quantization_status", label, false, &status, err));
     /* "frozen": what compressed-tensors < 0.6 wrote into saved checkpoints
      * (the weights are compressed on save all the same; vLLM does not look at
@@ -246,12 +240,12 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
                              "%s.quantization_status: '%s' is not supported (\"compressed\" or "
                              "\"frozen\")",
                              label, status);
-    OCT_TRY(io_json_str(qc, "format", label, false, &gfmt, err));
-    if (!fmt_ok(gfmt) && strcmp(gfmt, "mixed-precision") != 0)
+    OCT_TRY(io_json_str(qc, "format", label, false, gfmt, err));
+    if (!fmt_ok(*gfmt) && strcmp(*gfmt, "mixed-precision") != 0)
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.format: '%s' is not supported (float-quantized, naive-quantized, "
                              "mxfp8-quantized)",
-                             label, gfmt);
+                             label, *gfmt);
     const json_t *sp = json_object_get(qc, "sparsity_config");
     if (sp && !json_is_null(sp) && !(json_is_object(sp) && json_object_size(sp) == 0))
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
@@ -262,6 +256,69 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
     if (tc && !json_is_null(tc) && !(json_is_object(tc) && json_object_size(tc) == 0))
         return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
                              "%s.transform_config: transforms are not supported", label);
+    return OCT_OK;
+}
+
+/* One group's scheme (format, weights, input and output activations) at
+ * `where` into grp. */
+static oct_status parse_group_spec(const json_t *g, const char *where, const char *gfmt,
+                                   ct_group *grp, oct_error *err)
+{
+    const char *fmt = NULL;
+    char sub[360];
+    OCT_TRY(io_json_str(g, "format", where, false, &fmt, err));
+    if (!fmt)
+        fmt = gfmt;
+    if (!fmt_ok(fmt))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s.format: '%s' is not supported (float-quantized, "
+                             "naive-quantized, mxfp8-quantized)",
+                             where, fmt);
+    const json_t *w = json_object_get(g, "weights");
+    if (!w || !json_is_object(w))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s.weights: null (activation-only quantization) is not supported",
+                             where);
+    snprintf(sub, sizeof sub, "%s.weights", where);
+    OCT_TRY(parse_weights(w, sub, fmt, &grp->spec, err));
+    snprintf(sub, sizeof sub, "%s.input_activations", where);
+    OCT_TRY(parse_inputs(json_object_get(g, "input_activations"), sub, &grp->spec, err));
+    const json_t *oa = json_object_get(g, "output_activations");
+    if (oa && !json_is_null(oa))
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s.output_activations: output quantization is not supported", where);
+    grp->spec.quantized = true;
+    return OCT_OK;
+}
+
+/* The group's targets, appended to the target list with group index gi. */
+static oct_status add_targets(ct_priv *c, const char *const *list, int n_list, int gi,
+                              size_t *cap_t, oct_error *err)
+{
+    for (int i = 0; i < n_list; i++) {
+        if ((size_t)c->n_targets == *cap_t) {
+            *cap_t = *cap_t ? *cap_t * 2 : 8;
+            char **nt = oct_realloc(c->targets, *cap_t * sizeof(char *));
+            if (nt)
+                c->targets = nt;
+            int *ng2 = oct_realloc(c->target_group, *cap_t * sizeof(int));
+            if (ng2)
+                c->target_group = ng2;
+            if (!nt || !ng2)
+                return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        }
+        c->targets[c->n_targets] = oct_strdup(list[i]);
+        if (!c->targets[c->n_targets])
+            return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+        c->target_group[c->n_targets++] = gi;
+    }
+    return OCT_OK;
+}
+
+/* config_groups: each group's scheme and targets into c. */
+static oct_status parse_groups(const json_t *qc, const char *label, const char *gfmt, ct_priv *c,
+                               oct_error *err)
+{
     const json_t *groups = json_object_get(qc, "config_groups");
     if (!json_is_object(groups))
         return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s.config_groups: expected an object",
@@ -273,11 +330,14 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
     const char *gname;
     json_t *g;
     size_t cap_t = 0;
+    char where[320];
     json_object_foreach((json_t *)(uintptr_t)groups, gname, g)
     {
         snprintf(where, sizeof where, "%s.config_groups.%s", label, gname);
         if (!json_is_object(g))
             return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object", where);
+        const char **list = NULL;
+        int n_list = 0;
         OCT_TRY(io_json_str_array(g, "targets", where, &list, &n_list, err));
         /* Groups that only target attention modules are folded into KV-cache
          * quantization by vLLM (dropped with a warning). */
@@ -291,90 +351,65 @@ oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *
         }
         ct_group *grp = &c->groups[c->n_groups];
         snprintf(grp->name, sizeof grp->name, "%s", gname);
-        const char *fmt = NULL;
-        oct_status st = io_json_str(g, "format", where, false, &fmt, err);
-        if (st == OCT_OK && !fmt)
-            fmt = gfmt;
-        if (st == OCT_OK && !fmt_ok(fmt))
-            st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                               "%s.format: '%s' is not supported (float-quantized, "
-                               "naive-quantized, mxfp8-quantized)",
-                               where, fmt);
-        const json_t *w = json_object_get(g, "weights");
-        char sub[360];
-        if (st == OCT_OK && (!w || !json_is_object(w)))
-            st = oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                               "%s.weights: null (activation-only quantization) is not supported",
-                               where);
-        if (st == OCT_OK) {
-            snprintf(sub, sizeof sub, "%s.weights", where);
-            st = parse_weights(w, sub, fmt, &grp->spec, err);
-        }
-        if (st == OCT_OK) {
-            snprintf(sub, sizeof sub, "%s.input_activations", where);
-            st = parse_inputs(json_object_get(g, "input_activations"), sub, &grp->spec, err);
-        }
-        const json_t *oa = json_object_get(g, "output_activations");
-        if (st == OCT_OK && oa && !json_is_null(oa))
-            st =
-                oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                              "%s.output_activations: output quantization is not supported", where);
-        grp->spec.quantized = true;
-        for (int i = 0; st == OCT_OK && i < n_list; i++) {
-            if ((size_t)c->n_targets == cap_t) {
-                cap_t = cap_t ? cap_t * 2 : 8;
-                char **nt = oct_realloc(c->targets, cap_t * sizeof(char *));
-                if (nt)
-                    c->targets = nt;
-                int *ng2 = oct_realloc(c->target_group, cap_t * sizeof(int));
-                if (ng2)
-                    c->target_group = ng2;
-                if (!nt || !ng2) {
-                    st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-                    break;
-                }
-            }
-            c->targets[c->n_targets] = oct_strdup(list[i]);
-            if (!c->targets[c->n_targets]) {
-                st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-                break;
-            }
-            c->target_group[c->n_targets++] = c->n_groups;
-        }
+        oct_status st = parse_group_spec(g, where, gfmt, grp, err);
+        if (st == OCT_OK)
+            st = add_targets(c, list, n_list, c->n_groups, &cap_t, err);
         oct_free((void *)list);
-        list = NULL;
         if (st != OCT_OK)
             return st;
         c->n_groups++;
     }
+    return OCT_OK;
+}
+
+/* kv_cache_scheme: static per-tensor FP8 k/v scales, or none. */
+static oct_status parse_kv_scheme(const json_t *qc, const char *label, io_qconfig *q,
+                                  oct_error *err)
+{
+    const json_t *kv = json_object_get(qc, "kv_cache_scheme");
+    if (!kv || json_is_null(kv))
+        return OCT_OK;
+    char where[320];
+    snprintf(where, sizeof where, "%s.kv_cache_scheme", label);
+    if (!json_is_object(kv))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object or null", where);
+    OCT_TRY(check_fp8_args(kv, where, err));
+    const char *strategy = NULL;
+    OCT_TRY(io_json_str(kv, "strategy", where, false, &strategy, err));
+    if (strategy && strcmp(strategy, "tensor") != 0)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s.strategy: '%s' is not supported (only per-tensor k/v "
+                             "scales)",
+                             where, strategy);
+    bool dyn;
+    OCT_TRY(get_dynamic(kv, where, &dyn, err));
+    if (dyn)
+        return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
+                             "%s.dynamic: dynamic KV-cache scales are not supported", where);
+    q->kv_quantized = true;
+    return OCT_OK;
+}
+
+oct_status io_qconfig_ct_parse(const json_t *qc, const char *label, io_qconfig *q, oct_error *err)
+{
+    ct_priv *c = oct_calloc(1, sizeof *c);
+    if (!c)
+        return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
+    q->format = OCT_CKPT_COMPRESSED_TENSORS;
+    q->ops = &k_ct_ops;
+    q->priv = c;
+    const char *gfmt = NULL;
+    OCT_TRY(check_top_level(qc, label, &gfmt, err));
+    OCT_TRY(parse_groups(qc, label, gfmt, c, err));
+    char where[320];
     snprintf(where, sizeof where, "%s.config_groups[*].targets", label);
     OCT_TRY(io_patterns_create((const char *const *)c->targets, c->n_targets, where, &c->target_pat,
                                err));
+    const char **list = NULL;
+    int n_list = 0;
     OCT_TRY(io_json_str_array(qc, "ignore", label, &list, &n_list, err));
     snprintf(where, sizeof where, "%s.ignore", label);
     oct_status st = io_patterns_create(list, n_list, where, &c->ignore, err);
     oct_free((void *)list);
-    if (st != OCT_OK)
-        return st;
-    const json_t *kv = json_object_get(qc, "kv_cache_scheme");
-    if (kv && !json_is_null(kv)) {
-        snprintf(where, sizeof where, "%s.kv_cache_scheme", label);
-        if (!json_is_object(kv))
-            return oct_error_set(err, OCT_ERR_FORMAT, -1, "%s: expected an object or null", where);
-        OCT_TRY(check_fp8_args(kv, where, err));
-        const char *strategy = NULL;
-        OCT_TRY(io_json_str(kv, "strategy", where, false, &strategy, err));
-        if (strategy && strcmp(strategy, "tensor") != 0)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                 "%s.strategy: '%s' is not supported (only per-tensor k/v "
-                                 "scales)",
-                                 where, strategy);
-        bool dyn;
-        OCT_TRY(get_dynamic(kv, where, &dyn, err));
-        if (dyn)
-            return oct_error_set(err, OCT_ERR_UNSUPPORTED, -1,
-                                 "%s.dynamic: dynamic KV-cache scales are not supported", where);
-        q->kv_quantized = true;
-    }
-    return OCT_OK;
+    return st != OCT_OK ? st : parse_kv_scheme(qc, label, q, err);
 }
