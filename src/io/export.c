@@ -401,8 +401,9 @@ static oct_status plan(ctx *c, const io_patterns *ign, item *items, int64_t *n_i
     return st;
 }
 
-oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
-                                 const oct_export_opts *opts, oct_error *err)
+/* The arguments, and an output folder that exists and is not the source. */
+static oct_status check_out(const oct_checkpoint *src, const char *out_dir,
+                            const oct_export_opts *opts, oct_error *err)
 {
     if (!src || !out_dir || !opts || (opts->n_ignore > 0 && !opts->ignore))
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1, "oct_checkpoint_export: bad arguments");
@@ -420,15 +421,15 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
     if (same)
         return oct_error_set(err, OCT_ERR_INVALID_ARG, -1,
                              "%s: the output folder is the source folder", out_dir);
-    ctx c = {src, opts, NULL, 0, 0, NULL, 0};
-    io_patterns *ign = NULL;
-    item *items = NULL;
-    int64_t n_items = 0;
-    /* lm_head always stays unquantized (vLLM never quantizes it); so do MoE
-     * routers, which vLLM builds without a quant config. */
-    int n_pat = opts->n_ignore + 2;
-    const char **pats = oct_calloc((size_t)n_pat, sizeof(char *));
-    oct_status st = OCT_OK;
+    return OCT_OK;
+}
+
+/* The layers kept unquantized: lm_head always (vLLM never quantizes it), MoE
+ * routers (vLLM builds them without a quant config), and --ignore's. */
+static oct_status ignore_patterns(const oct_checkpoint *src, const oct_export_opts *opts,
+                                  io_patterns **ign, oct_error *err)
+{
+    const char **pats = oct_calloc((size_t)opts->n_ignore + 2, sizeof(char *));
     if (!pats)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     int k = 0;
@@ -444,46 +445,67 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
         pats[k++] = "re:.*mlp\\.gate$";
     for (int i = 0; i < opts->n_ignore; i++)
         pats[k++] = opts->ignore[i];
-    st = io_patterns_create(pats, k, "--ignore", &ign, err);
+    oct_status st = io_patterns_create(pats, k, "--ignore", ign, err);
     oct_free((void *)pats);
+    return st;
+}
+
+/* Writes the planned items in order: copies, quantized linears, BF16 dequantizations. */
+static oct_status write_items(ctx *c, const item *items, int64_t n_items, oct_error *err)
+{
+    oct_status st = OCT_OK;
+    progress(c, "");
+    for (int64_t i = 0; i < n_items && st == OCT_OK; i++) {
+        const item *it = &items[i];
+        switch (it->kind) {
+        case ITEM_COPY:
+            for (size_t off = 0; off < it->t->size_bytes && st == OCT_OK; off += COPY_CHUNK)
+                st = oct_st_writer_append(c->w, it->t->name, (const uint8_t *)it->t->data + off,
+                                          OCT_MIN(COPY_CHUNK, it->t->size_bytes - off), err);
+            c->done += it->t->size_bytes;
+            break;
+        case ITEM_QUANT:
+            st = quant_linear(c, it, err);
+            c->done += (uint64_t)it->t->numel;
+            break;
+        case ITEM_DEQUANT_BF16:
+            st = dequant_bf16(c, it, err);
+            c->done += (uint64_t)it->t->numel * 2;
+            break;
+        case ITEM_SKIP: break;
+        }
+        progress(c, it->t->name);
+    }
+    return st;
+}
+
+oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
+                                 const oct_export_opts *opts, oct_error *err)
+{
+    oct_status st = check_out(src, out_dir, opts, err);
     if (st != OCT_OK)
         return st;
-    items = oct_calloc((size_t)oct_tensor_set_count(oct_checkpoint_tensors(src)) + 1, sizeof(item));
-    if (!items) {
+    ctx c = {src, opts, NULL, 0, 0, NULL, 0};
+    io_patterns *ign = NULL;
+    int64_t n_items = 0;
+    if ((st = ignore_patterns(src, opts, &ign, err)) != OCT_OK)
+        return st;
+    item *items =
+        oct_calloc((size_t)oct_tensor_set_count(oct_checkpoint_tensors(src)) + 1, sizeof(item));
+    if (!items)
         st = oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
-        goto out;
-    }
-    st = oct_st_writer_create(out_dir, "model",
-                              opts->max_shard_bytes ? opts->max_shard_bytes : (size_t)5 << 30, &c.w,
-                              err);
+    if (st == OCT_OK)
+        st = oct_st_writer_create(out_dir, "model",
+                                  opts->max_shard_bytes ? opts->max_shard_bytes : (size_t)5 << 30,
+                                  &c.w, err);
     if (st == OCT_OK)
         st = oct_st_writer_set_metadata(c.w, "format", "pt", err);
     if (st == OCT_OK)
         st = plan(&c, ign, items, &n_items, err);
     if (st == OCT_OK)
         st = oct_st_writer_begin(c.w, err);
-    progress(&c, "");
-    for (int64_t i = 0; i < n_items && st == OCT_OK; i++) {
-        const item *it = &items[i];
-        switch (it->kind) {
-        case ITEM_COPY:
-            for (size_t off = 0; off < it->t->size_bytes && st == OCT_OK; off += COPY_CHUNK)
-                st = oct_st_writer_append(c.w, it->t->name, (const uint8_t *)it->t->data + off,
-                                          OCT_MIN(COPY_CHUNK, it->t->size_bytes - off), err);
-            c.done += it->t->size_bytes;
-            break;
-        case ITEM_QUANT:
-            st = quant_linear(&c, it, err);
-            c.done += (uint64_t)it->t->numel;
-            break;
-        case ITEM_DEQUANT_BF16:
-            st = dequant_bf16(&c, it, err);
-            c.done += (uint64_t)it->t->numel * 2;
-            break;
-        case ITEM_SKIP: break;
-        }
-        progress(&c, it->t->name);
-    }
+    if (st == OCT_OK)
+        st = write_items(&c, items, n_items, err);
     if (st == OCT_OK)
         st = oct_st_writer_finish(c.w, err);
     if (st == OCT_OK)
@@ -492,7 +514,6 @@ oct_status oct_checkpoint_export(const oct_checkpoint *src, const char *out_dir,
         st = io_write_config(oct_checkpoint_dir(src), out_dir, make_qconfig(&c, ign), err);
     if (st == OCT_OK)
         io_fsync_dir(out_dir);
-out:
     oct_st_writer_free(c.w);
     io_patterns_free(ign);
     oct_free(items);
