@@ -456,10 +456,89 @@ static size_t safe_len(const srv_choice *c)
     return c->len - oct_stop_hold(c->text, c->len, (const char *const *)r->stop, r->n_stop);
 }
 
+/* The delta (chat) or text (completions, the echo first) of choice c's
+ * next chunk into ch: tl bytes of txt; returns its logprobs (or JSON null). */
+static json_t *chunk_body(const srv_job *j, const srv_choice *c, json_t *ch, const char *txt,
+                          size_t tl, bool first)
+{
+    if (j->req.kind == SRV_CHAT) {
+        json_t *delta = json_object();
+        if (first)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        if (tl || first)
+            json_object_set_new(delta, "content", jstr(txt, tl));
+        json_object_set_new(ch, "delta", delta);
+        if (j->req.logprobs >= 0 && c->n_lp > c->lp_sent)
+            return chat_lp(j, c->lp + c->lp_sent, c->n_lp - c->lp_sent);
+        return json_null();
+    }
+    size_t el = first ? j->echo_len : 0;
+    char *t = malloc(el + tl + 1);
+    if (t) {
+        if (el)
+            memcpy(t, j->echo_text, el);
+        if (tl)
+            memcpy(t + el, txt, tl);
+    }
+    json_object_set_new(ch, "text", t ? jstr(t, el + tl) : json_string(""));
+    free(t);
+    if (j->req.logprobs < 0 || !(c->n_lp > c->lp_sent || (first && j->plp_ready)))
+        return json_null();
+    json_t *lp = completion_lp_new();
+    if (first && j->plp && j->plp_ready)
+        completion_lp_add(j, lp, j->plp, j->n_prompt, 0);
+    completion_lp_add(j, lp, c->lp + c->lp_sent, c->n_lp - c->lp_sent, j->echo_len);
+    return lp;
+}
+
+/* Choice i's next chunk event, when it has one (its opening, text past what
+ * was sent, logprobs, or its finish); *all_final &= it has finished.  false:
+ * the output failed. */
+static bool stream_choice(srv_job *j, int i, const char *object, char **out, size_t *len,
+                          bool *all_final)
+{
+    srv_choice *c = &j->ch[i];
+    size_t upto = safe_len(c);
+    bool first = !c->role_sent;
+    /* Chat opens with a role chunk at once; completions wait for text
+     * (or send the echo), so the first event marks the first token. */
+    bool open_now = first && (j->req.kind == SRV_CHAT || j->echo_len);
+    bool more_text = upto > c->sent || c->n_lp > c->lp_sent;
+    /* A cancelled choice (shutdown) ends like any other: its last chunk
+     * carries the text held back for stop strings and "abort". */
+    bool fin = c->done && !c->finish_sent;
+    if (!open_now && !more_text && !fin) {
+        *all_final &= c->finish_sent;
+        return true;
+    }
+    json_t *o = envelope(j, object);
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(i));
+    const char *txt = c->text ? c->text + c->sent : "";
+    size_t tl = upto > c->sent ? upto - c->sent : 0;
+    json_object_set_new(ch, "logprobs", chunk_body(j, c, ch, txt, tl, first));
+    bool final_now = c->done && upto == c->len;
+    json_object_set_new(ch, "finish_reason", final_now ? json_string(finish_str(c)) : json_null());
+    json_t *arr = json_array();
+    json_array_append_new(arr, ch);
+    json_object_set_new(o, "choices", arr);
+    char *s = dump(o);
+    bool ok = sse(out, len, s);
+    free(s);
+    if (!ok)
+        return false;
+    c->role_sent = true;
+    c->sent = upto;
+    c->lp_sent = c->n_lp;
+    if (final_now)
+        c->finish_sent = true;
+    *all_final &= c->finish_sent;
+    return true;
+}
+
 bool srv_job_stream(srv_job *j, char **out, size_t *len)
 {
-    bool chat = j->req.kind == SRV_CHAT;
-    const char *object = chat ? "chat.completion.chunk" : "text_completion";
+    const char *object = j->req.kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion";
     if (j->error[0] && j->n_done == j->n_choices) {
         srv_error e;
         srv_error_set(&e, 500, "server_error", "", "%s", j->error);
@@ -470,76 +549,9 @@ bool srv_job_stream(srv_job *j, char **out, size_t *len)
         return true;
     }
     bool all_final = true;
-    for (int i = 0; i < j->n_choices; i++) {
-        srv_choice *c = &j->ch[i];
-        size_t upto = safe_len(c);
-        bool first = !c->role_sent;
-        /* Chat opens with a role chunk at once; completions wait for text
-         * (or send the echo), so the first event marks the first token. */
-        bool open_now = first && (chat || j->echo_len);
-        bool more_text = upto > c->sent || c->n_lp > c->lp_sent;
-        /* A cancelled choice (shutdown) ends like any other: its last chunk
-         * carries the text held back for stop strings and "abort". */
-        bool fin = c->done && !c->finish_sent;
-        if (!open_now && !more_text && !fin) {
-            all_final &= c->finish_sent;
-            continue;
-        }
-        json_t *o = envelope(j, object);
-        json_t *ch = json_object();
-        json_object_set_new(ch, "index", json_integer(i));
-        const char *txt = c->text ? c->text + c->sent : "";
-        size_t tl = upto > c->sent ? upto - c->sent : 0;
-        json_t *lp = json_null();
-        if (chat) {
-            json_t *delta = json_object();
-            if (first)
-                json_object_set_new(delta, "role", json_string("assistant"));
-            if (tl || first)
-                json_object_set_new(delta, "content", jstr(txt, tl));
-            json_object_set_new(ch, "delta", delta);
-            if (j->req.logprobs >= 0 && c->n_lp > c->lp_sent) {
-                json_decref(lp);
-                lp = chat_lp(j, c->lp + c->lp_sent, c->n_lp - c->lp_sent);
-            }
-        } else {
-            size_t el = first ? j->echo_len : 0;
-            char *t = malloc(el + tl + 1);
-            if (t) {
-                if (el)
-                    memcpy(t, j->echo_text, el);
-                if (tl)
-                    memcpy(t + el, txt, tl);
-            }
-            json_object_set_new(ch, "text", t ? jstr(t, el + tl) : json_string(""));
-            free(t);
-            if (j->req.logprobs >= 0 && (c->n_lp > c->lp_sent || (first && j->plp_ready))) {
-                json_decref(lp);
-                lp = completion_lp_new();
-                if (first && j->plp && j->plp_ready)
-                    completion_lp_add(j, lp, j->plp, j->n_prompt, 0);
-                completion_lp_add(j, lp, c->lp + c->lp_sent, c->n_lp - c->lp_sent, j->echo_len);
-            }
-        }
-        json_object_set_new(ch, "logprobs", lp);
-        bool final_now = c->done && upto == c->len;
-        json_object_set_new(ch, "finish_reason",
-                            final_now ? json_string(finish_str(c)) : json_null());
-        json_t *arr = json_array();
-        json_array_append_new(arr, ch);
-        json_object_set_new(o, "choices", arr);
-        char *s = dump(o);
-        bool ok = sse(out, len, s);
-        free(s);
-        if (!ok)
+    for (int i = 0; i < j->n_choices; i++)
+        if (!stream_choice(j, i, object, out, len, &all_final))
             return false;
-        c->role_sent = true;
-        c->sent = upto;
-        c->lp_sent = c->n_lp;
-        if (final_now)
-            c->finish_sent = true;
-        all_final &= c->finish_sent;
-    }
     if (!all_final || j->n_done < j->n_choices)
         return false;
     if (j->req.include_usage && !j->usage_sent) {
