@@ -446,11 +446,9 @@ static void remove_copy(const char *dir)
     rmdir(dir);
 }
 
-static void expect_config_error(const char *model, const char *from, const char *to,
-                                const char *text)
+/* Planning the edited copy dir (from -> to) fails with text; dir is removed. */
+static void expect_plan_error(const char *dir, const char *from, const char *to, const char *text)
 {
-    char dir[64];
-    REQUIRE(edited_copy(model, from, to, dir, sizeof dir));
     oct_error err;
     oct_error_clear(&err);
     oct_model_opts o;
@@ -461,6 +459,14 @@ static void expect_config_error(const char *model, const char *from, const char 
            err.message, text);
     oct_plan_free(p);
     remove_copy(dir);
+}
+
+static void expect_config_error(const char *model, const char *from, const char *to,
+                                const char *text)
+{
+    char dir[64];
+    REQUIRE(edited_copy(model, from, to, dir, sizeof dir));
+    expect_plan_error(dir, from, to, text);
 }
 
 /* A copy of a fixture folder whose model.safetensors has tensor `from`
@@ -496,16 +502,7 @@ static void expect_tensor_error(const char *model, const char *from, const char 
 {
     char dir[64];
     REQUIRE(renamed_copy(model, from, to, dir, sizeof dir));
-    oct_error err;
-    oct_error_clear(&err);
-    oct_model_opts o;
-    memset(&o, 0, sizeof o);
-    oct_plan *p = NULL;
-    oct_status s = oct_plan_create(dir, &o, &p, &err);
-    CHECKF(s != OCT_OK && strstr(err.message, text), "%s -> %s: got '%s', want '%s'", from, to,
-           err.message, text);
-    oct_plan_free(p);
-    remove_copy(dir);
+    expect_plan_error(dir, from, to, text);
 }
 
 /* A router or the expert weights missing from the checkpoint: named. */

@@ -19,10 +19,9 @@
 //    one block = the tile's rows x 128 weight rows, K in 128-byte steps staged
 //    in shared memory by cp.async (three stages), read by ldmatrix into mma
 //    (m16n8k16 BF16; E4M3 widened to f16 in registers), eight warps of 32
-//    rows each.  Each
-//    expert's weights are read once per tile instead of once per 16 tokens,
-//    and tiles of one expert run side by side (tile is the fast grid index),
-//    so their weight reads meet in L2.  On sm_90 the FP8 tiles take the same
+//    rows each.  Each expert's weights are read once per tile instead of
+//    once per 16 tokens, and tiles of one expert run side by side (tile is
+//    the fast grid index), so their weight reads meet in L2.  On sm_90 the FP8 tiles take the same
 //    block and stages with the products on wgmma instead (moe_gemm_wgmma):
 //    sm_90 has no FP8 mma.sync, and wgmma runs E4M3 at twice the f16 rate.
 // Blocks past the tile count exit at once, so one grid sized for the worst
