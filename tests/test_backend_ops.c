@@ -1034,6 +1034,12 @@ static double attn_err(const struct attn_fix *f, const int64_t *list, int64_t n,
     return maxerr;
 }
 
+/* The decode kernel that rows of head size d take (oct_cuda_attn_decode_tc set). */
+static const char *dec_kernel(int64_t d)
+{
+    return oct_cuda_attn_decode_tc && d == 128 ? "tensor-core" : "CUDA-core";
+}
+
 static void run_attention(const struct attn_case *c)
 {
     struct attn_fix f;
@@ -1074,17 +1080,18 @@ static void run_attention(const struct attn_case *c)
             continue;
         double maxerr = attn_err(&f, call_list[call], n, out, ref, &bad);
         CHECKF(maxerr <= 2e-2 * (double)f.vmax && bad == 0,
-               "attention %s d %lld %lld/%lld window %lld %s: max abs err %.4g (tolerance "
-               "%.4g = 2e-2 max|v|), %lld padding outputs not 0 or clipped ones not NaN",
+               "attention %s d %lld %lld/%lld window %lld %s (%s decode kernel): max abs err "
+               "%.4g (tolerance %.4g = 2e-2 max|v|), %lld padding outputs not 0 or clipped "
+               "ones not NaN",
                c->fp8 ? "e4m3" : "bf16", (long long)f.d, (long long)f.nq, (long long)f.nkv,
-               (long long)c->window, call_name[call], maxerr, 2e-2 * (double)f.vmax,
-               (long long)bad);
+               (long long)c->window, call_name[call], dec_kernel(f.d), maxerr,
+               2e-2 * (double)f.vmax, (long long)bad);
         printf("  attention %s kv, d %lld, %lld/%lld heads, window %lld, bs %lld, %s m %lld "
-               "(%lld tiles; positions %lld.. of %lld, max ctx %lld): max abs err %.3g (max|v| "
-               "%.3g)\n",
+               "(%lld tiles, %s decode kernel; positions %lld.. of %lld, max ctx %lld): max abs "
+               "err %.3g (max|v| %.3g)\n",
                c->fp8 ? "e4m3" : "bf16", (long long)f.d, (long long)f.nq, (long long)f.nkv,
                (long long)c->window, (long long)f.bs, call_name[call], (long long)n, (long long)nt,
-               (long long)c->pre_from,
+               dec_kernel(f.d), (long long)c->pre_from,
                (long long)(c->prefill_seq >= 0 ? c->ctx[c->prefill_seq] : 0), (long long)f.call_ctx,
                maxerr, (double)f.vmax);
     }
@@ -1135,8 +1142,15 @@ static void test_attention(void)
         /* d 256 run: the decode kernel for every row even when planned */
         {16, 2, 256, 0, false, 2, {100, 300}, 1, .pre_from = 200},
     };
-    for (size_t i = 0; i < OCT_ARRAY_LEN_T(cases); i++)
-        run_attention(&cases[i]);
+    /* every case with the default decode kernels (head size 128: tensor cores),
+     * then the head-size-128 ones on the CUDA-core decode kernel */
+    for (int tc = 1; tc >= 0; tc--) {
+        oct_cuda_attn_decode_tc = tc;
+        for (size_t i = 0; i < OCT_ARRAY_LEN_T(cases); i++)
+            if (tc || cases[i].d == 128)
+                run_attention(&cases[i]);
+    }
+    oct_cuda_attn_decode_tc = -1;
 }
 
 static double now_s(void)
@@ -1160,6 +1174,32 @@ static double attn_batch_ms(const struct attn_fix *f, const struct attn_batch *b
     if (!dev_down(&sink, b->dout, 2))
         return -1.0;
     return (now_s() - t0) * 1e3 / reps;
+}
+
+/* One decode row (query row t of f) timed on its own over 200 calls, its output
+ * against attention_ref. */
+static void decode_row_check(const struct attn_fix *f, int64_t t, bool ok, double tol, float *sc,
+                             float *qf, float *ref, uint16_t *o1)
+{
+    const int64_t qd = f->nq * f->d;
+    struct attn_batch b1;
+    bool ok1 = ok && attn_batch_up(f, &t, 1, false, &b1);
+    const double ms1 = ok1 ? attn_batch_ms(f, &b1, 200) : -1.0;
+    ok1 = ok1 && ms1 > 0.0 && dev_down(o1, b1.dout, (size_t)qd * 2);
+    double err1 = ok1 ? 0.0 : (double)INFINITY;
+    attn_ref_row(f, t, sc, qf, ref);
+    for (int64_t e = 0; ok1 && e < qd; e++) {
+        double x = fabs((double)fb(o1[e]) - (double)ref[e]);
+        err1 = x > err1 || isnan(x) ? x : err1;
+    }
+    const char *kv = f->c->fp8 ? "e4m3" : "bf16";
+    CHECKF(err1 <= tol, "attention decode at %lld %s (%s): max err %.4g (tolerance %.4g)",
+           (long long)f->qp[t], kv, dec_kernel(f->d), err1, tol);
+    printf("  attention decode at position %lld, %s kv, %s kernel: %.1f us per layer, max err "
+           "%.3g\n",
+           (long long)f->qp[t], kv, dec_kernel(f->d), ms1 * 1e3, err1);
+    if (ok)
+        attn_batch_free(&b1);
 }
 
 /* One layer's prefill of an 8192-token prompt at the Llama 3 8B shape (32 / 8
@@ -1218,28 +1258,17 @@ static void run_attention_long(bool fp8)
            "TFLOP/s causal), decode kernel %.2f ms; max |tc - decode| %.3g, sample rows max err "
            "%.3g (max|v| %.3g)\n",
            fp8 ? "e4m3" : "bf16", ms_tc, flop / (ms_tc * 1e9), ms_dec, diff, err, (double)f.vmax);
-    /* decode rows at positions 511 and 8191 (the end of the context) */
+    /* decode rows at positions 511 and 8191 (the end of the context), on each
+     * decode kernel */
     const int64_t at[2] = {list[511], list[n - 1]};
     uint16_t *o1 = malloc((size_t)qd * 2);
     REQUIRE(o1);
-    for (int k = 0; k < 2; k++) {
-        struct attn_batch b1;
-        bool ok1 = ok && attn_batch_up(&f, &at[k], 1, false, &b1);
-        const double ms1 = ok1 ? attn_batch_ms(&f, &b1, 200) : -1.0;
-        ok1 = ok1 && ms1 > 0.0 && dev_down(o1, b1.dout, (size_t)qd * 2);
-        double err1 = ok1 ? 0.0 : (double)INFINITY;
-        attn_ref_row(&f, at[k], sc, qf, ref);
-        for (int64_t e = 0; ok1 && e < qd; e++) {
-            double x = fabs((double)fb(o1[e]) - (double)ref[e]);
-            err1 = x > err1 || isnan(x) ? x : err1;
-        }
-        CHECKF(err1 <= tol, "attention decode at %lld %s: max err %.4g (tolerance %.4g)",
-               (long long)f.qp[at[k]], fp8 ? "e4m3" : "bf16", err1, tol);
-        printf("  attention decode at position %lld, %s kv: %.1f us per layer, max err %.3g\n",
-               (long long)f.qp[at[k]], fp8 ? "e4m3" : "bf16", ms1 * 1e3, err1);
-        if (ok)
-            attn_batch_free(&b1);
+    for (int tc = 1; tc >= 0; tc--) {
+        oct_cuda_attn_decode_tc = tc;
+        for (int k = 0; k < 2; k++)
+            decode_row_check(&f, at[k], ok, tol, sc, qf, ref, o1);
     }
+    oct_cuda_attn_decode_tc = -1;
     free(o1);
     attn_batch_free(&btc);
     attn_batch_free(&bdec);

@@ -342,6 +342,10 @@ oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream);
 /* 0: FP8 tiles of 32 or 64 rows on the mma.sync kernel even on sm_90, where
  * they take wgmma (process-wide; tests). */
 extern int oct_cuda_moe_wgmma;
+/* 0: decode attention on the CUDA-core kernel even where the tensor-core one
+ * fits (head size 128); 1: the tensor-core one; -1 (default): from
+ * OCTET_CUDA_ATTN_TC (on unless "0").  Process-wide; tests and A/B runs. */
+extern int oct_cuda_attn_decode_tc;
 /* y [n, H] bf16 = sum_j wts[t, j] * eo[pair_row[t, j]] (f32 sums, slot order). */
 oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, const float *wts,
                                 int64_t n, int64_t k, int64_t H, uint16_t *y, void *stream);

@@ -627,5 +627,10 @@ size_t oct_cuda_attention_decode_ws_bytes(int64_t m, int64_t n_q, int64_t d);
 oct_status oct_cuda_attention_decode_setup(oct_attn_args *a, const int32_t *rows, int64_t n,
                                            void *ws, size_t ws_bytes);
 cudaError_t oct_cuda_attention_decode_launch(const oct_attn_args *a, int64_t n, cudaStream_t st);
+/* The tensor-core decode kernel (ops_attention_decode_tc.cu): whether it takes a
+ * (d 128, 16-byte aligned qkv and caches, oct_cuda_attn_decode_tc), its launch
+ * on the grid of oct_cuda_attention_decode_launch. */
+bool oct_cuda_attention_decode_tc_fits(const oct_attn_args *a);
+cudaError_t oct_cuda_attention_decode_tc_launch(const oct_attn_args *a, dim3 grid, cudaStream_t st);
 
 #endif

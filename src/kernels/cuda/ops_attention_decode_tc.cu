@@ -1,0 +1,319 @@
+// ops_attention_decode_tc.cu — flash decoding on tensor cores for head size 128:
+// the decode rows of ops_attention_decode.cu where d = 128 and the caches are
+// 16-byte aligned.
+//
+// Blocks and partitions: attention_decode.h.  A warp takes 16 positions at a
+// time (tile c of the partition goes to warp c % 4; partitions are multiples of
+// 64 positions) and computes them with m16n8k16 products:
+//   scores  S[h][j] = Q[h][:] . K[j][:]      M = the block's query heads (up to 8
+//                                             of 16 rows used), N = 8 positions
+//   output  O^T[e][h] += V^T[e][j] P^T[j][h]  M = 16 elements of d, N = 8 heads
+// S comes out in the C layout that the P^T operand of the second product needs
+// (lane (g, t) holds head g, positions 2t, 2t+1 and 2t+8, 2t+9), so P never
+// leaves registers.  A dot product does not care about the order of d, so each
+// operand is loaded in whole 16-byte vectors and the fragments are fed in an
+// order of d that the loads make cheap:
+//   K: lane (g, t) loads bytes [32t, +32) of rows g and g+8 (E4M3; bf16: elements
+//      [32t, +32)); k-step s uses its elements 4s .. 4s+3, and Q's fragment uses
+//      the same elements of the query row;
+//   V: lane (g, t) loads elements [16g, +16) of rows 2t, 2t+1, 2t+8, 2t+9; rows g
+//      and g+8 of m-tile i are elements 16g + 2i and 16g + 2i + 1, each fragment
+//      word pairing one element of two rows (a byte permute), so lane (g, t) ends
+//      with heads 2t, 2t+1 at elements [16g, +16).
+// E4M3 codes are widened to f16 (exact), q and P rounded to f16; with a bf16
+// cache q, K, V and P are bf16.  Scales as in the CUDA-core kernel:
+// s = (q . code_k) * scale * k_scale, out = (sum p code_v) * v_scale / sum p.
+#include "kernels/cuda/attention_decode.h"
+
+namespace
+{
+
+constexpr int kTile = 16;             // positions per warp step
+constexpr int kStep = kWarps * kTile; // positions per block step; partitions are multiples
+constexpr uint32_t kPairLo = 0x5140u; // bytes 0, 1 of x and y interleaved: x0 y0 x1 y1
+constexpr uint32_t kPairHi = 0x7362u; // bytes 2, 3: x2 y2 x3 y3
+constexpr uint32_t kHalfLo = 0x5410u; // 16-bit halves: x.lo y.lo
+constexpr uint32_t kHalfHi = 0x7632u; // x.hi y.hi
+
+// A warp's K and V rows of one tile: kr[0..W) row g, kr[W..2W) row g + 8 (W = 2
+// vectors for E4M3, 4 for bf16); vr[r] rows 2t, 2t+1, 2t+8, 2t+9, W/2 vectors each.
+template <bool FP8> struct Tile {
+    static constexpr int W = FP8 ? 2 : 4;
+    uint4 kr[2 * W];
+    uint4 vr[4][W / 2];
+};
+
+// The tile's rows from position j0 on; rows at or past the partition's end are zeros.
+template <bool FP8> __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Tile<FP8> &c)
+{
+    constexpr int W = Tile<FP8>::W, ES = FP8 ? 1 : 2; // vectors per K row part, element bytes
+    const oct_attn_args &a = *b.a;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint8_t *kc = static_cast<const uint8_t *>(a.kc),
+                  *vc = static_cast<const uint8_t *>(a.vc);
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = j0 + 8 * h + g;
+        const uint4 *p =
+            j < b.je ? reinterpret_cast<const uint4 *>(kc + (kv_row(b, j) + 32 * t) * ES) : nullptr;
+#pragma unroll
+        for (int w = 0; w < W; w++)
+            c.kr[h * W + w] = p ? __ldg(p + w) : z;
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int64_t j = j0 + 2 * t + (r & 1) + 8 * (r >> 1);
+        const uint4 *p =
+            j < b.je ? reinterpret_cast<const uint4 *>(vc + (kv_row(b, j) + 16 * g) * ES) : nullptr;
+#pragma unroll
+        for (int w = 0; w < W / 2; w++)
+            c.vr[r][w] = p ? __ldg(p + w) : z;
+    }
+}
+
+// Word i (0..15 E4M3, 0..31 bf16) of a lane's uint4 vectors.
+__device__ __forceinline__ uint32_t word(const uint4 *v, int i)
+{
+    const uint4 &x = v[i >> 2];
+    const int k = i & 3;
+    return k == 0 ? x.x : k == 1 ? x.y : k == 2 ? x.z : x.w;
+}
+
+// m16n8k16 with rows 8..15 of A zero (the scores: heads as rows): c0, c1 (row g)
+// accumulate, rows g + 8 are dropped.
+template <bool FP8>
+__device__ __forceinline__ void mma_rows8(float &c0, float &c1, uint32_t a0, uint32_t a2,
+                                          uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float d2, d3;
+    if constexpr (FP8)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%5}, {%7,%8}, {%0,%1,%9,%9};"
+            : "+f"(c0), "+f"(c1), "=f"(d2), "=f"(d3)
+            : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%5}, {%7,%8}, {%0,%1,%9,%9};"
+            : "+f"(c0), "+f"(c1), "=f"(d2), "=f"(d3)
+            : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
+    (void)d2, (void)d3;
+#endif
+}
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, bool f16)
+{
+    if (f16) {
+        const __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&h);
+    }
+    return (uint32_t)oct_f32_to_bf16_dev(lo) | (uint32_t)oct_f32_to_bf16_dev(hi) << 16;
+}
+
+// A lane's state: Q fragments (a0, a2 of k-step s), head g's running max and
+// partial sum (its positions only; the quad's sum is taken at the end), and
+// O[2t + h][16g + 2mt + u] in acc[mt][2u + h].
+struct TcState {
+    uint32_t qa[8][2];
+    float m, l;
+    float acc[8][4];
+};
+
+// Q rows of the block's heads (head g of lane (g, t), zero past ng) as A fragments.
+template <bool FP8> __device__ __forceinline__ void load_q(const Dec &b, TcState &s)
+{
+    const oct_attn_args &a = *b.a;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint16_t *q = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * a.d + (b.h0 + min(g, b.ng - 1)) * a.d;
+    uint4 v[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++)
+        v[w] = g < b.ng ? __ldg(reinterpret_cast<const uint4 *>(q + 32 * t) + w)
+                        : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int st = 0; st < 8; st++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t x = word(v, 2 * st + h);
+            s.qa[st][h] = FP8 ? pack2(oct_bf16_lo(x), oct_bf16_hi(x), true) : x;
+        }
+    s.m = -INFINITY;
+    s.l = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < 8; mt++)
+        s.acc[mt][0] = s.acc[mt][1] = s.acc[mt][2] = s.acc[mt][3] = 0.0f;
+}
+
+// Scores of the tile's positions j0 + 2t + {0, 1} (sc[0..1]) and j0 + 8 + 2t + {0, 1}
+// (sc[2..3]) for head g, log2 domain; positions past the partition -inf.
+template <bool FP8>
+__device__ __forceinline__ void scores(const Dec &b, const TcState &s, const Tile<FP8> &c,
+                                       int64_t j0, float sk, float (&sc)[4])
+{
+    constexpr int W = Tile<FP8>::W;
+    const int t = (threadIdx.x & 31) & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float c0 = 0.0f, c1 = 0.0f;
+#pragma unroll
+        for (int st = 0; st < 8; st++) {
+            uint32_t b0, b1;
+            if constexpr (FP8) {
+                oct_e4m3x4_to_f16x2(word(c.kr + h * W, st), b0, b1);
+            } else {
+                b0 = word(c.kr + h * W, 2 * st);
+                b1 = word(c.kr + h * W, 2 * st + 1);
+            }
+            mma_rows8<FP8>(c0, c1, s.qa[st][0], s.qa[st][1], b0, b1);
+        }
+        const int64_t j = j0 + 8 * h + 2 * t;
+        sc[2 * h] = j < b.je ? c0 * sk : -INFINITY;
+        sc[2 * h + 1] = j + 1 < b.je ? c1 * sk : -INFINITY;
+    }
+}
+
+// The online-softmax update for one tile's scores, then O += P V: O^T[e][h] =
+// V^T[e][j] P^T[j][h], so the scores are the B operand as they stand and the 8
+// m-tiles of e hold no unused rows.
+template <bool FP8>
+__device__ __forceinline__ void accumulate(TcState &s, const Tile<FP8> &c, float (&sc)[4])
+{
+    const int t = (threadIdx.x & 31) & 3;
+    float mx = fmaxf(fmaxf(sc[0], sc[1]), fmaxf(sc[2], sc[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(s.m, mx);
+    const float alpha = mn == -INFINITY ? 1.0f : exp2f(s.m - mn); // m = -inf: acc is 0
+    float ps = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        sc[i] = mn == -INFINITY ? 0.0f : exp2f(sc[i] - mn);
+        ps += sc[i];
+    }
+    s.l = s.l * alpha + ps;
+    s.m = mn;
+    const uint32_t pb0 = pack2(sc[0], sc[1], FP8), pb1 = pack2(sc[2], sc[3], FP8);
+    // this lane's output heads 2t, 2t+1 take the factors of the lanes holding them
+    const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * t);
+    const float al1 = __shfl_sync(0xffffffffu, alpha, 8 * t + 4);
+#pragma unroll
+    for (int mt = 0; mt < 8; mt++) {
+        s.acc[mt][0] *= al0, s.acc[mt][2] *= al0;
+        s.acc[mt][1] *= al1, s.acc[mt][3] *= al1;
+    }
+    if constexpr (FP8) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) { // elements 4w .. 4w+3 of the lane's 16: m-tiles 2w, 2w+1
+            uint32_t a[2][4];         // [rows 2t/2t+1 or 2t+8/2t+9][element]
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint32_t x = word(c.vr[2 * r], w), y = word(c.vr[2 * r + 1], w);
+                oct_e4m3x4_to_f16x2(__byte_perm(x, y, kPairLo), a[r][0], a[r][1]);
+                oct_e4m3x4_to_f16x2(__byte_perm(x, y, kPairHi), a[r][2], a[r][3]);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                oct_mma_f16(s.acc[2 * w + h], a[0][2 * h], a[0][2 * h + 1], a[1][2 * h],
+                            a[1][2 * h + 1], pb0, pb1);
+        }
+    } else {
+#pragma unroll
+        for (int w = 0; w < 8; w++) { // elements 2w, 2w+1 of the lane's 16: m-tile w
+            const uint32_t x0 = word(c.vr[0], w), y0 = word(c.vr[1], w);
+            const uint32_t x1 = word(c.vr[2], w), y1 = word(c.vr[3], w);
+            oct_mma_bf16(s.acc[w], __byte_perm(x0, y0, kHalfLo), __byte_perm(x0, y0, kHalfHi),
+                         __byte_perm(x1, y1, kHalfLo), __byte_perm(x1, y1, kHalfHi), pb0, pb1);
+        }
+    }
+}
+
+// The warp's state into the block's shared arrays: head g's max and sum (the
+// quad's partial sums added), and O of heads 2t, 2t+1 at elements [16g, +16).
+template <int GC>
+__device__ __forceinline__ void stash(const TcState &s, float (*sm_m)[GC], float (*sm_l)[GC],
+                                      float (*sm_acc)[GC][128])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    float l = s.l;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (g < GC && t == 0) {
+        sm_m[warp][g] = s.m;
+        sm_l[warp][g] = l;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (2 * t + h >= GC)
+            break;
+#pragma unroll
+        for (int mt = 0; mt < 8; mt++) {
+            sm_acc[warp][2 * t + h][16 * g + 2 * mt] = s.acc[mt][h];
+            sm_acc[warp][2 * t + h][16 * g + 2 * mt + 1] = s.acc[mt][2 + h];
+        }
+    }
+}
+
+template <int GC, bool FP8>
+__global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn_args a)
+{
+    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
+    oct_pdl_wait();
+    Dec b;
+    if (!locate(a, GC, kStep, b))
+        return;
+    const int warp = threadIdx.x >> 5;
+    load_bt(b); // q is requested meanwhile
+    TcState s;
+    load_q<FP8>(b, s);
+    const float sk = (a.fp8 ? a.scale * a.k_scale : a.scale) * kLog2e;
+    __syncthreads(); // sm_bt
+    Tile<FP8> cur, next;
+    int64_t j0 = b.js + warp * kTile;
+    if (j0 < b.je)
+        fetch<FP8>(b, j0, cur);
+    for (; j0 < b.je; j0 += kStep) {
+        if (j0 + kStep < b.je)
+            fetch<FP8>(b, j0 + kStep, next);
+        float sc[4];
+        scores<FP8>(b, s, cur, j0, sk, sc);
+        accumulate<FP8>(s, cur, sc);
+        cur = next;
+    }
+    __shared__ float sm_m[kWarps][GC], sm_l[kWarps][GC];
+    __shared__ float sm_acc[kWarps][GC][128];
+    stash<GC>(s, sm_m, sm_l, sm_acc);
+    __syncthreads();
+    finish<1, GC>(b, sm_m, sm_l, sm_acc);
+}
+
+template <int GC> cudaError_t launch(const oct_attn_args &a, dim3 grid, cudaStream_t st)
+{
+    return oct_launch_pdl(a.fp8 ? attn_decode_tc<GC, true> : attn_decode_tc<GC, false>, grid,
+                          kThreads, 0, st, oct_cuda_ops_pdl(), a);
+}
+
+} // namespace
+
+// -1: from OCTET_CUDA_ATTN_TC (on unless "0").
+extern "C" int oct_cuda_attn_decode_tc = -1;
+
+bool oct_cuda_attention_decode_tc_fits(const oct_attn_args *a)
+{
+    if (oct_cuda_attn_decode_tc < 0) {
+        const char *e = getenv("OCTET_CUDA_ATTN_TC");
+        oct_cuda_attn_decode_tc = !(e && !strcmp(e, "0"));
+    }
+    return oct_cuda_attn_decode_tc && a->d == 128 && !((uintptr_t)a->qkv & 15u) &&
+           !((uintptr_t)a->kc & 15u) && !((uintptr_t)a->vc & 15u);
+}
+
+cudaError_t oct_cuda_attention_decode_tc_launch(const oct_attn_args *a, dim3 grid, cudaStream_t st)
+{
+    switch (a->gc) {
+    case 1: return launch<1>(*a, grid, st);
+    case 2: return launch<2>(*a, grid, st);
+    case 4: return launch<4>(*a, grid, st);
+    default: return launch<8>(*a, grid, st);
+    }
+}
