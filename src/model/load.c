@@ -16,6 +16,21 @@
 
 #define ROW_CHUNK 128
 
+/* Where the load's seconds go, for the load log: the device's start, checkpoint
+ * reads (page faults on the mapping and the widening to f32), online
+ * quantization, and the kernels' setup of each unit (repacking, and on a GPU
+ * the upload). */
+typedef struct load_clock {
+    double device, read, quant, create;
+} load_clock;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* VmHWM of /proc/self/status; 0 where there is none (not Linux). */
 uint64_t oct_rss_peak_bytes(void)
 {
@@ -92,43 +107,96 @@ static oct_status unit_read_f32_par(const oct_plan_unit *g, int64_t r0, int64_t 
     return st;
 }
 
-static oct_status quantize_online(const oct_plan_unit *g, uint8_t *codes, void *scales,
-                                  float *chunk, oct_error *err)
+/* unit_read_f32_par, its time added to lc->read. */
+static oct_status timed_read(const oct_plan_unit *g, int64_t r0, int64_t n, float *dst,
+                             load_clock *lc, oct_error *err)
 {
-    int64_t N = g->n, K = g->k;
-    oct_status st = OCT_OK;
-    if (g->online == OCT_ONLINE_PER_TENSOR) {
-        /* pass 1: amax over the whole fused matrix; pass 2: codes */
-        float amax = 0.0f;
-        bool nan = false;
-        for (int64_t r = 0; r < N; r += ROW_CHUNK) {
-            int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-            if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
-                return st;
-            float a = oct_quant_amax(chunk, (size_t)(n * K));
-            nan |= a != a;
-            amax = a > amax ? a : amax;
-        }
-        float s = nan ? NAN : amax / oct_quant_qmax(OCT_FP8_E4M3FN);
-        float fl = oct_quant_scale_floor(OCT_FP8_E4M3FN);
-        if (s < fl)
-            s = fl;
-        if (!(s > 0.0f) || isinf(s))
-            return oct_error_set(err, OCT_ERR_FORMAT, -1,
-                                 "%s: weights contain NaN or Inf; cannot quantize", g->name);
-        *(float *)scales = s;
-        for (int64_t r = 0; r < N; r += ROW_CHUNK) {
-            int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-            if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
-                return st;
-            oct_quant_mul_cast(OCT_FP8_E4M3FN, chunk, (size_t)(n * K), 1.0f / s, codes + r * K);
-        }
-        return OCT_OK;
+    const double t = now_s();
+    const oct_status st = unit_read_f32_par(g, r0, n, dst, err);
+    lc->read += now_s() - t;
+    return st;
+}
+
+/* Rows per chunk of online quantization: one 128-row band per thread (the
+ * block quantizers split a chunk by bands), at most 256 MiB of f32. */
+static int64_t quant_chunk_rows(int64_t k)
+{
+    const int64_t cap = ((int64_t)256 << 20) / (k * (int64_t)sizeof(float));
+    int64_t rows = (int64_t)oct_threads_get() * ROW_CHUNK;
+    rows = OCT_MIN(rows, cap / ROW_CHUNK * ROW_CHUNK);
+    return OCT_MAX(rows, ROW_CHUNK);
+}
+
+/* max |x| over n values across the threads; NaN if any is NaN. */
+static float amax_par(const float *x, size_t n)
+{
+    const size_t piece = (size_t)1 << 18, np = (n + piece - 1) / piece;
+    float amax = 0.0f;
+    bool nan = false;
+#pragma omp parallel for schedule(static) reduction(max : amax) reduction(|| : nan)
+    for (size_t i = 0; i < np; i++) {
+        const float a = oct_quant_amax(x + i * piece, OCT_MIN(piece, n - i * piece));
+        nan = nan || a != a;
+        amax = a > amax ? a : amax;
     }
-    int64_t nbc = oct_ceil_div(K, 128);
-    for (int64_t r = 0; r < N; r += ROW_CHUNK) {
-        int64_t n = OCT_MIN(ROW_CHUNK, N - r);
-        if ((st = unit_read_f32_par(g, r, n, chunk, err)) != OCT_OK)
+    return nan ? NAN : amax;
+}
+
+/* x * mul cast to E4M3 across the threads. */
+static void mul_cast_par(const float *x, size_t n, float mul, uint8_t *q)
+{
+    const size_t piece = (size_t)1 << 18, np = (n + piece - 1) / piece;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < np; i++)
+        oct_quant_mul_cast(OCT_FP8_E4M3FN, x + i * piece, OCT_MIN(piece, n - i * piece), mul,
+                           q + i * piece);
+}
+
+/* Per-tensor weights: pass 1, the amax over the whole fused matrix; pass 2,
+ * the codes (chunk: cr rows). */
+static oct_status quantize_tensor(const oct_plan_unit *g, uint8_t *codes, float *scale,
+                                  float *chunk, int64_t cr, load_clock *lc, oct_error *err)
+{
+    const int64_t N = g->n, K = g->k;
+    oct_status st;
+    float amax = 0.0f;
+    bool nan = false;
+    for (int64_t r = 0; r < N; r += cr) {
+        const int64_t n = OCT_MIN(cr, N - r);
+        if ((st = timed_read(g, r, n, chunk, lc, err)) != OCT_OK)
+            return st;
+        const float a = amax_par(chunk, (size_t)(n * K));
+        nan |= a != a;
+        amax = a > amax ? a : amax;
+    }
+    float s = nan ? NAN : amax / oct_quant_qmax(OCT_FP8_E4M3FN);
+    const float fl = oct_quant_scale_floor(OCT_FP8_E4M3FN);
+    if (s < fl)
+        s = fl;
+    if (!(s > 0.0f) || isinf(s))
+        return oct_error_set(err, OCT_ERR_FORMAT, -1,
+                             "%s: weights contain NaN or Inf; cannot quantize", g->name);
+    *scale = s;
+    for (int64_t r = 0; r < N; r += cr) {
+        const int64_t n = OCT_MIN(cr, N - r);
+        if ((st = timed_read(g, r, n, chunk, lc, err)) != OCT_OK)
+            return st;
+        mul_cast_par(chunk, (size_t)(n * K), 1.0f / s, codes + r * K);
+    }
+    return OCT_OK;
+}
+
+/* 128x128 block or MX weights, chunk by chunk (cr: a multiple of 128 rows). */
+static oct_status quantize_chunks(const oct_plan_unit *g, uint8_t *codes, void *scales,
+                                  float *chunk, int64_t cr, load_clock *lc, oct_error *err)
+{
+    const int64_t N = g->n, K = g->k, nbc = oct_ceil_div(K, 128);
+    if (g->online == OCT_ONLINE_PER_TENSOR)
+        return quantize_tensor(g, codes, (float *)scales, chunk, cr, lc, err);
+    for (int64_t r = 0; r < N; r += cr) {
+        const int64_t n = OCT_MIN(cr, N - r);
+        oct_status st = timed_read(g, r, n, chunk, lc, err);
+        if (st != OCT_OK)
             return st;
         if (g->online == OCT_ONLINE_PER_BLOCK)
             st = oct_quant_blocks(OCT_FP8_E4M3FN, chunk, n, K, 128, 128, codes + r * K,
@@ -140,6 +208,16 @@ static oct_status quantize_online(const oct_plan_unit *g, uint8_t *codes, void *
             return oct_error_set(err, st, -1, "%s: quantization failed", g->name);
     }
     return OCT_OK;
+}
+
+/* quantize_chunks, the time outside its reads added to lc->quant. */
+static oct_status quantize_online(const oct_plan_unit *g, uint8_t *codes, void *scales,
+                                  float *chunk, int64_t cr, load_clock *lc, oct_error *err)
+{
+    const double t0 = now_s(), read0 = lc->read;
+    const oct_status st = quantize_chunks(g, codes, scales, chunk, cr, lc, err);
+    lc->quant += now_s() - t0 - (lc->read - read0);
+    return st;
 }
 
 /* The checkpoint's FP8 codes and scales of a unit, part after part (fused
@@ -216,7 +294,8 @@ static oct_status check_finite_rows(const oct_plan_unit *g, const float *x, int6
                          (double)x[bad]);
 }
 
-static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error *err)
+static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, load_clock *lc,
+                            oct_error *err)
 {
     const oct_linear_desc *d = &g->desc;
     size_t nk = (size_t)g->n * (size_t)g->k;
@@ -226,7 +305,8 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
     void *w = oct_malloc_aligned(nk * esize);
     void *sc = nsc ? oct_malloc(nsc * sizeof(float)) : NULL;
     float *bias = d->has_bias ? oct_malloc((size_t)g->n * sizeof(float)) : NULL;
-    float *chunk = oct_malloc((size_t)ROW_CHUNK * (size_t)g->k * sizeof(float));
+    const int64_t cr = g->online != OCT_ONLINE_NONE ? quant_chunk_rows(g->k) : ROW_CHUNK;
+    float *chunk = oct_malloc((size_t)cr * (size_t)g->k * sizeof(float));
     oct_status st = OCT_OK;
     if (!w || (nsc && !sc) || (d->has_bias && !bias) || !chunk) {
         st = oct_error_set(err, OCT_ERR_NOMEM, -1, "%s: out of memory (%zu bytes)", g->name,
@@ -234,16 +314,18 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
         goto out;
     }
     if (g->from_checkpoint_fp8) {
+        const double t = now_s();
         st = read_ckpt_fp8(g, w, sc, nsc, err);
+        lc->read += now_s() - t;
     } else if (g->online != OCT_ONLINE_NONE) {
-        st = quantize_online(g, w, sc, chunk, err);
+        st = quantize_online(g, w, sc, chunk, cr, lc, err);
     } else {
         for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
             int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
             if (d->weight_type == OCT_WEIGHT_F32) {
-                if ((st = unit_read_f32_par(g, r, n, (float *)w + r * g->k, err)) == OCT_OK)
+                if ((st = timed_read(g, r, n, (float *)w + r * g->k, lc, err)) == OCT_OK)
                     st = check_finite_rows(g, (float *)w + r * g->k, r, n, err);
-            } else if ((st = unit_read_f32_par(g, r, n, chunk, err)) == OCT_OK &&
+            } else if ((st = timed_read(g, r, n, chunk, lc, err)) == OCT_OK &&
                        (st = check_finite_rows(g, chunk, r, n, err)) == OCT_OK) {
                 uint16_t *wb = (uint16_t *)w + r * g->k;
 #pragma omp parallel for schedule(static) if (n * g->k > (1 << 16))
@@ -283,8 +365,11 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, oct_error 
     }
     oct_free(chunk);
     chunk = NULL;
-    if (st == OCT_OK)
+    if (st == OCT_OK) {
+        const double t = now_s();
         st = oct_linear_create(d, g->kernel, w, sc, bias, out, err);
+        lc->create += now_s() - t;
+    }
 out:
     oct_free_aligned(w);
     oct_free(sc);
@@ -456,7 +541,7 @@ static void attach_unit(oct_layer_weights *lw, const oct_plan_unit *g, oct_linea
 /* Every layer: its vectors, then its plan units in plan order, reporting
  * progress by bytes. */
 static oct_status load_layers(const oct_model_opts *opts, const oct_tensor_set *ts, oct_model *m,
-                              oct_error *err)
+                              load_clock *lc, oct_error *err)
 {
     const oct_plan *p = m->plan;
     const oct_arch *a = &m->arch;
@@ -472,7 +557,7 @@ static oct_status load_layers(const oct_model_opts *opts, const oct_tensor_set *
             oct_linear *lin = NULL;
             if (opts && opts->progress)
                 opts->progress(done, total, g->name, opts->progress_user);
-            if ((st = load_unit(g, &lin, err)) != OCT_OK)
+            if ((st = load_unit(g, &lin, lc, err)) != OCT_OK)
                 return st;
             done += g->bytes;
             attach_unit(lw, g, lin);
@@ -506,13 +591,16 @@ static void load_kv_scales(const char *dir, oct_model *m)
                  dir);
 }
 
-/* The load log: device, plan summary, time, host and device memory. */
-static void log_loaded(const oct_model *m, uint64_t dev0)
+/* The load log: device, plan summary, time (and where it went), host and
+ * device memory. */
+static void log_loaded(const oct_model *m, uint64_t dev0, const load_clock *lc)
 {
     const oct_plan *p = m->plan;
     OCT_INFO("device: %s (KV cache %s)", m->be->ops->name, oct_kv_dtype_name(m->kv_dtype));
     OCT_INFO("%s", p->summary);
-    OCT_INFO("loaded in %.2f s; peak memory predicted %.1f MB, measured %.1f MB", m->load_seconds,
+    OCT_INFO("loaded in %.2f s (device start %.2f s, checkpoint reads %.2f s, quantization %.2f "
+             "s, kernel setup %.2f s); peak memory predicted %.1f MB, measured %.1f MB",
+             m->load_seconds, lc->device, lc->read, lc->quant, lc->create,
              (double)p->peak_bytes / 1e6, (double)m->load_peak_bytes / 1e6);
     const uint64_t dev1 = oct_model_device_used(m);
     if (dev1 > dev0) /* the plan's weights, plus the embedding table the GPU keeps */
@@ -522,10 +610,11 @@ static void log_loaded(const oct_model *m, uint64_t dev0)
 
 static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m, oct_error *err)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = now_s();
+    load_clock lc = {0};
     oct_model_opts eff;
     oct_status st = oct_model_device(dir, opts, &eff, &m->be, err);
+    lc.device = now_s() - t0;
     const uint64_t dev0 = st == OCT_OK ? oct_model_device_used(m) : 0;
     if (st == OCT_OK)
         st = oct_plan_build(dir, &eff, &m->plan, err);
@@ -543,16 +632,15 @@ static oct_status load(const char *dir, const oct_model_opts *opts, oct_model *m
     if (!m->layers)
         return oct_error_set(err, OCT_ERR_NOMEM, -1, "out of memory");
     if ((st = read_vec(ts, "model.norm.weight", m->arch.hidden, &m->final_norm, err)) ||
-        (st = load_lm_head(m, ts, err)) || (st = load_layers(opts, ts, m, err)))
+        (st = load_lm_head(m, ts, err)) || (st = load_layers(opts, ts, m, &lc, err)))
         return st;
     load_kv_scales(dir, m);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    m->load_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    m->load_seconds = now_s() - t0;
     if ((st = oct_model_adopt_constants(m, err)) != OCT_OK ||
         (st = oct_model_moe_kernels(m, err)) != OCT_OK)
         return st;
     m->load_peak_bytes = oct_rss_peak_bytes();
-    log_loaded(m, dev0);
+    log_loaded(m, dev0, &lc);
     return OCT_OK;
 }
 
