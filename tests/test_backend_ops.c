@@ -733,7 +733,9 @@ static void test_rope_store(void)
  * weight within 2^-9 relative, the row sum taken unrounded): at most 2^-9 max|v|
  * off, and the bf16 output's own rounding is another 2^-9 |out| <= 2^-9 max|v|;
  * FP8 codes are exact in bf16.  Together under 0.4% of max|v|, well inside the
- * decode kernel's tolerance, which therefore holds for both. */
+ * decode kernel's tolerance, which therefore holds for both.  The tensor-core
+ * decode kernel (head size 128) rounds P the same way with a bf16 cache; with
+ * an E4M3 one it rounds q and P to f16 (2^-11 relative), inside the same bound. */
 struct attn_case {
     int64_t nq, nkv, d, window;
     bool fp8;
