@@ -294,6 +294,28 @@ static oct_status check_finite_rows(const oct_plan_unit *g, const float *x, int6
                          (double)x[bad]);
 }
 
+/* A unit kept unquantized, as its kernel wants it (f32 or bf16), checked finite
+ * (chunk: ROW_CHUNK rows of f32). */
+static oct_status read_unquantized(const oct_plan_unit *g, void *w, float *chunk, load_clock *lc,
+                                   oct_error *err)
+{
+    oct_status st = OCT_OK;
+    for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
+        int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
+        if (g->desc.weight_type == OCT_WEIGHT_F32) {
+            if ((st = timed_read(g, r, n, (float *)w + r * g->k, lc, err)) == OCT_OK)
+                st = check_finite_rows(g, (float *)w + r * g->k, r, n, err);
+        } else if ((st = timed_read(g, r, n, chunk, lc, err)) == OCT_OK &&
+                   (st = check_finite_rows(g, chunk, r, n, err)) == OCT_OK) {
+            uint16_t *wb = (uint16_t *)w + r * g->k;
+#pragma omp parallel for schedule(static) if (n * g->k > (1 << 16))
+            for (int64_t i = 0; i < n * g->k; i++)
+                wb[i] = oct_f32_to_bf16(chunk[i]); /* exact for BF16 checkpoints */
+        }
+    }
+    return st;
+}
+
 static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, load_clock *lc,
                             oct_error *err)
 {
@@ -320,19 +342,7 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, load_clock
     } else if (g->online != OCT_ONLINE_NONE) {
         st = quantize_online(g, w, sc, chunk, cr, lc, err);
     } else {
-        for (int64_t r = 0; r < g->n && st == OCT_OK; r += ROW_CHUNK) {
-            int64_t n = OCT_MIN(ROW_CHUNK, g->n - r);
-            if (d->weight_type == OCT_WEIGHT_F32) {
-                if ((st = timed_read(g, r, n, (float *)w + r * g->k, lc, err)) == OCT_OK)
-                    st = check_finite_rows(g, (float *)w + r * g->k, r, n, err);
-            } else if ((st = timed_read(g, r, n, chunk, lc, err)) == OCT_OK &&
-                       (st = check_finite_rows(g, chunk, r, n, err)) == OCT_OK) {
-                uint16_t *wb = (uint16_t *)w + r * g->k;
-#pragma omp parallel for schedule(static) if (n * g->k > (1 << 16))
-                for (int64_t i = 0; i < n * g->k; i++)
-                    wb[i] = oct_f32_to_bf16(chunk[i]); /* exact for BF16 checkpoints */
-            }
-        }
+        st = read_unquantized(g, w, chunk, lc, err);
     }
     if (st == OCT_OK && d->weight_type == OCT_WEIGHT_FP8)
         st = check_fp8(g, w, nk, err);
