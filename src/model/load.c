@@ -117,13 +117,14 @@ static oct_status timed_read(const oct_plan_unit *g, int64_t r0, int64_t n, floa
     return st;
 }
 
-/* Rows per chunk of online quantization: one 128-row band per thread (the
- * block quantizers split a chunk by bands), at most 256 MiB of f32. */
-static int64_t quant_chunk_rows(int64_t k)
+int64_t oct_load_chunk_rows(const oct_plan_unit *g)
 {
-    const int64_t cap = ((int64_t)256 << 20) / (k * (int64_t)sizeof(float));
+    if (g->online == OCT_ONLINE_NONE || g->k <= 0 || g->n <= 0)
+        return ROW_CHUNK;
+    const int64_t bands = OCT_QUANT_CHUNK_BYTES / (g->k * (int64_t)sizeof(float)) / ROW_CHUNK;
     int64_t rows = (int64_t)oct_threads_get() * ROW_CHUNK;
-    rows = OCT_MIN(rows, cap / ROW_CHUNK * ROW_CHUNK);
+    rows = OCT_MIN(rows, bands * ROW_CHUNK);
+    rows = OCT_MIN(rows, oct_ceil_div(g->n, ROW_CHUNK) * ROW_CHUNK);
     return OCT_MAX(rows, ROW_CHUNK);
 }
 
@@ -327,7 +328,7 @@ static oct_status load_unit(const oct_plan_unit *g, oct_linear **out, load_clock
     void *w = oct_malloc_aligned(nk * esize);
     void *sc = nsc ? oct_malloc(nsc * sizeof(float)) : NULL;
     float *bias = d->has_bias ? oct_malloc((size_t)g->n * sizeof(float)) : NULL;
-    const int64_t cr = g->online != OCT_ONLINE_NONE ? quant_chunk_rows(g->k) : ROW_CHUNK;
+    const int64_t cr = oct_load_chunk_rows(g);
     float *chunk = oct_malloc((size_t)cr * (size_t)g->k * sizeof(float));
     oct_status st = OCT_OK;
     if (!w || (nsc && !sc) || (d->has_bias && !bias) || !chunk) {

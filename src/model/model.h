@@ -122,7 +122,7 @@ struct oct_plan {
     int64_t n_layers;
     oct_plan_unit *units; /* [n_units] */
     int64_t n_units;
-    uint64_t model_bytes, bf16_bytes, peak_bytes, largest_unit_bf16;
+    uint64_t model_bytes, bf16_bytes, peak_bytes, largest_unit_bf16, largest_chunk;
     int64_t n_quantized;
     char summary[512];
 };
@@ -215,5 +215,11 @@ uint64_t oct_model_device_used(const oct_model *m);
 
 /* Peak resident set size of this process (bytes; 0 where unknown). */
 uint64_t oct_rss_peak_bytes(void);
+
+/* Rows of f32 the load reads unit g in (load.c): 128, or for online
+ * quantization a 128-row band per thread, at most OCT_QUANT_CHUNK_BYTES and
+ * no more bands than g has.  The plan's peak counts the largest chunk. */
+#define OCT_QUANT_CHUNK_BYTES ((int64_t)32 << 20)
+int64_t oct_load_chunk_rows(const oct_plan_unit *g);
 
 #endif

@@ -364,6 +364,9 @@ static oct_status add_units(plan_ctx *c, int64_t layer, oct_unit_role role, int6
         uint64_t bf16 = 2u * (uint64_t)g->n * (uint64_t)g->k;
         if (bf16 > p->largest_unit_bf16)
             p->largest_unit_bf16 = bf16;
+        uint64_t chunk = 4u * (uint64_t)g->k * (uint64_t)oct_load_chunk_rows(g);
+        if (chunk > p->largest_chunk)
+            p->largest_chunk = chunk;
         if ((st = plan_entries(c, g, sh, s0, s1, ign, err)) != OCT_OK)
             return st;
         p->model_bytes += g->bytes;
@@ -725,8 +728,9 @@ static void finish_plan(const plan_ctx *c)
     p->bf16_bytes += (a->tie_embeddings ? emb : 2 * emb) + norms / 2;
     /* Peak while loading: everything loaded so far, the embedding table read
      * through the mmap for lm_head, plus one unit's BF16 pages and its FP8
-     * codes before they are repacked. */
-    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) + (16u << 20);
+     * codes before they are repacked, and the f32 rows it is read in. */
+    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) +
+                    p->largest_chunk + (16u << 20);
     for (int i = 0; i < p->qspec.n_ignore; i++)
         if (!c->ignore_used[i])
             OCT_WARN("ignore entry '%s' matched no layer (names look like "

@@ -132,44 +132,40 @@ oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int6
     return OCT_OK;
 }
 
-/* 128x128 blocks on AVX-512: per band of bn rows, all block amaxes in one
- * pass, then each row encoded with one multiplier per block segment
- * (from_f32_segmul).  Bit-identical to the generic path below, NaN scales
- * included.  OCT_ERR_NOMEM: the caller falls back. */
-static oct_status blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
-                                int64_t bn, int64_t bk, uint8_t *q, float *scales)
+/* Column blocks per parallel piece of the block quantizers: a piece is one
+ * band of bn rows by this many blocks, so even a single band (a 128-row chunk
+ * of online quantization) spreads over the threads. */
+#define BLOCK_PIECE 2
+
+/* 128x128 blocks on AVX-512: per piece (a band of bn rows by BLOCK_PIECE
+ * blocks), the block amaxes in one pass, then each row segment encoded with
+ * one multiplier per block (from_f32_segmul).  Bit-identical to the generic
+ * path below, NaN scales included. */
+static void blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
+                          int64_t bn, int64_t bk, uint8_t *q, float *scales)
 {
     const oct_fp8_impl *I = oct_fp8_impl_for(OCT_CPU_AVX512);
     float qmax = oct_quant_qmax(f);
     int64_t nb_r = oct_ceil_div(rows, bn), nb_c = oct_ceil_div(cols, bk);
-    oct_status st = OCT_OK;
-#pragma omp parallel if (rows * cols > (1 << 16))
-    {
-        float *amax = oct_malloc((size_t)nb_c * 2 * sizeof(float));
-        if (!amax) {
-#pragma omp atomic write
-            st = OCT_ERR_NOMEM;
+    int64_t n_pc = oct_ceil_div(nb_c, BLOCK_PIECE);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+    for (int64_t pi = 0; pi < nb_r * n_pc; pi++) {
+        float amax[BLOCK_PIECE], inv[BLOCK_PIECE];
+        int64_t br = pi / n_pc, b0 = (pi % n_pc) * BLOCK_PIECE;
+        int64_t nb = OCT_MIN(BLOCK_PIECE, nb_c - b0), c0 = b0 * bk;
+        int64_t len = OCT_MIN(nb * bk, cols - c0);
+        int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
+        oct_quant_seg_amax_avx512(w + r0 * cols + c0, r1 - r0, cols, len, bk, amax);
+        for (int64_t c = 0; c < nb; c++) {
+            float a = amax[c];
+            float s = (a < 1e-4f ? 1e-4f : a) / qmax;
+            scales[br * nb_c + b0 + c] = a != a ? a : s; /* NaN block: NaN scale and codes */
+            inv[c] = 1.0f / scales[br * nb_c + b0 + c];
         }
-#pragma omp for schedule(static)
-        for (int64_t br = 0; br < nb_r; br++) {
-            if (!amax)
-                continue;
-            float *inv = amax + nb_c;
-            int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
-            oct_quant_seg_amax_avx512(w + r0 * cols, r1 - r0, cols, cols, bk, amax);
-            for (int64_t c = 0; c < nb_c; c++) {
-                float a = amax[c];
-                float s = (a < 1e-4f ? 1e-4f : a) / qmax;
-                scales[br * nb_c + c] = a != a ? a : s; /* NaN block: NaN scale and codes */
-                inv[c] = 1.0f / scales[br * nb_c + c];
-            }
-            for (int64_t r = r0; r < r1; r++)
-                I->from_f32_segmul(f, w + r * cols, q + r * cols, (size_t)cols, (size_t)bk, inv,
-                                   qmax);
-        }
-        oct_free(amax);
+        for (int64_t r = r0; r < r1; r++)
+            I->from_f32_segmul(f, w + r * cols + c0, q + r * cols + c0, (size_t)len, (size_t)bk,
+                               inv, qmax);
     }
-    return st;
 }
 
 oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
@@ -180,32 +176,32 @@ oct_status oct_quant_blocks(oct_fp8_format f, const float *w, int64_t rows, int6
         return OCT_ERR_INVALID_ARG;
     float qmax = oct_quant_qmax(f);
     int64_t nb_r = oct_ceil_div(rows, bn), nb_c = oct_ceil_div(cols, bk);
-    if (oct_cpu_level_get() == OCT_CPU_AVX512 && bk % 16 == 0 && cols > 0 &&
-        blocks_avx512(f, w, rows, cols, bn, bk, q, scales) == OCT_OK)
+    if (oct_cpu_level_get() == OCT_CPU_AVX512 && bk % 16 == 0 && cols > 0) {
+        blocks_avx512(f, w, rows, cols, bn, bk, q, scales);
         return OCT_OK;
+    }
 #pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
-    for (int64_t br = 0; br < nb_r; br++) {
+    for (int64_t pi = 0; pi < nb_r * nb_c; pi++) { /* one block per piece */
+        int64_t br = pi / nb_c, bc = pi % nb_c;
         int64_t r0 = br * bn, r1 = OCT_MIN(rows, r0 + bn);
-        for (int64_t bc = 0; bc < nb_c; bc++) {
-            int64_t c0 = bc * bk, len = OCT_MIN(bk, cols - c0);
-            float amax = 0.0f;
-            bool nan = false;
-            for (int64_t r = r0; r < r1; r++) {
-                float a = oct_quant_amax(w + r * cols + c0, (size_t)len);
-                nan |= a != a;
-                amax = a > amax ? a : amax;
-            }
-            /* vLLM: clamp(amax, min=1e-4) / fp8_max; a NaN amax stays NaN. */
-            if (nan)
-                amax = NAN;
-            else if (amax < 1e-4f)
-                amax = 1e-4f;
-            float s = amax / qmax;
-            scales[br * nb_c + bc] = s;
-            float inv = 1.0f / s;
-            for (int64_t r = r0; r < r1; r++)
-                oct_quant_mul_cast(f, w + r * cols + c0, (size_t)len, inv, q + r * cols + c0);
+        int64_t c0 = bc * bk, len = OCT_MIN(bk, cols - c0);
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t r = r0; r < r1; r++) {
+            float a = oct_quant_amax(w + r * cols + c0, (size_t)len);
+            nan |= a != a;
+            amax = a > amax ? a : amax;
         }
+        /* vLLM: clamp(amax, min=1e-4) / fp8_max; a NaN amax stays NaN. */
+        if (nan)
+            amax = NAN;
+        else if (amax < 1e-4f)
+            amax = 1e-4f;
+        float s = amax / qmax;
+        scales[br * nb_c + bc] = s;
+        float inv = 1.0f / s;
+        for (int64_t r = r0; r < r1; r++)
+            oct_quant_mul_cast(f, w + r * cols + c0, (size_t)len, inv, q + r * cols + c0);
     }
     return OCT_OK;
 }
