@@ -729,8 +729,8 @@ static void finish_plan(const plan_ctx *c)
     /* Peak while loading: everything loaded so far, the embedding table read
      * through the mmap for lm_head, plus one unit's BF16 pages and its FP8
      * codes before they are repacked, and the f32 rows it is read in. */
-    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) +
-                    p->largest_chunk + (16u << 20);
+    p->peak_bytes = p->model_bytes + OCT_MAX(emb, p->largest_unit_bf16 * 3 / 2) + p->largest_chunk +
+                    (16u << 20);
     for (int i = 0; i < p->qspec.n_ignore; i++)
         if (!c->ignore_used[i])
             OCT_WARN("ignore entry '%s' matched no layer (names look like "

@@ -141,8 +141,8 @@ oct_status oct_quant_groups(oct_fp8_format f, const float *x, int64_t rows, int6
  * blocks), the block amaxes in one pass, then each row segment encoded with
  * one multiplier per block (from_f32_segmul).  Bit-identical to the generic
  * path below, NaN scales included. */
-static void blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols,
-                          int64_t bn, int64_t bk, uint8_t *q, float *scales)
+static void blocks_avx512(oct_fp8_format f, const float *w, int64_t rows, int64_t cols, int64_t bn,
+                          int64_t bk, uint8_t *q, float *scales)
 {
     const oct_fp8_impl *I = oct_fp8_impl_for(OCT_CPU_AVX512);
     float qmax = oct_quant_qmax(f);
