@@ -1141,6 +1141,11 @@ static void test_attention(void)
         {8, 2, 64, 0, false, 2, {260, 17}, 0, .pre_from = 0},
         /* max_ctx 170 for a run 120..199: rows 170.. NaN (a whole tile of them) */
         {NQ, NKV, D, 0, false, 2, {200, 10}, 0, .pre_from = 120, .clip = 30},
+        /* head size 128 with groups 2, 6 and 12 (one, three and six
+         * two-head blocks per KV head), E4M3 and a window among them */
+        {16, 8, 128, 50, false, 2, {333, 40}, 0, .pre_from = 10},
+        {24, 4, 128, 0, false, 2, {300, 70}, 0, .pre_from = 0},
+        {24, 2, 128, 0, true, 2, {260, 90}, 0, .pre_from = 64},
         /* d 256 run: the decode kernel for every row even when planned */
         {16, 2, 256, 0, false, 2, {100, 300}, 1, .pre_from = 200},
     };

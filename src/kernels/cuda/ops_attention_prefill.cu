@@ -4,32 +4,38 @@
 //
 // A thread block takes one query tile (up to kRows = 64 consecutive positions
 // p0.. of one sequence) and HG query heads of one KV head (HG = 2 when the GQA
-// group is even, else 1): 4 warps per head, 16 query rows per warp.  Keys go
-// kKeys = 64 at a time, tile i covering positions p0 - 64 i .. p0 - 64 i + 63,
-// from the diagonal (i = 0) down to the first row's window start; the tile's
-// keys past its last position, at or past max_ctx, or below 0 are zeros and
-// masked.  Each K/V tile is staged in shared memory by cp.async (bf16: two
-// stages, tile i + 1 loads while tile i is used; FP8: the codes in two stages,
-// widened to bf16 (exact) into one bf16 tile), read by ldmatrix and shared by
-// the HG heads.  The Q tile is staged in the second stage (FP8: the bf16 tile)
-// and moved to registers before the loop.  Per warp and key tile:
-// S = Q K^T (mma.sync m16n8k16 bf16, f32 accumulators), times scale * log2(e)
-// (FP8: also k_scale), masked where the key tile meets the diagonal, the window
-// edge or position 0; online softmax in registers (exp2f; per-thread partial row
-// sums, reduced over the quad at the end); P rounded to bf16 as the A operand
-// of O += P V.  At the end O / sum (FP8: times v_scale) goes to bf16 through the
-// warp's own 16 rows of shared memory and out as 16-byte stores.
+// group is even, else 1).  Its warps take 16 query rows each, of M heads: bf16
+// with HG 2, M = 2 (4 warps, each K/V fragment read from shared memory feeds
+// the mma of both heads); else M = 1 (4 warps per head).  Keys go kKeys = 64 at
+// a time, tile i covering positions p0 - 64 i .. p0 - 64 i + 63, from the
+// diagonal (i = 0) down to the first row's window start; the tile's keys past
+// its last position, at or past max_ctx, or below 0 are zeros and masked.  Each
+// K/V tile is staged in shared memory by cp.async (bf16: two stages, tile i + 1
+// loads while tile i is used; FP8: the codes in two stages, widened to bf16
+// (exact) into one bf16 tile), read by ldmatrix and shared by the HG heads.  The
+// Q tile is staged in shared memory: M = 1 borrows the second stage (FP8: the
+// bf16 tile) and moves Q to registers before the loop; M = 2 keeps its own Q
+// region and reads Q fragments from it at each use.  Per warp, head and key tile:
+// S = Q K^T (mma.sync m16n8k16 bf16, f32 accumulators), masked where the key
+// tile meets the diagonal, the window edge or position 0; online softmax in
+// registers over the raw scores, scale * log2(e) (FP8: also k_scale) applied in
+// the exponent (one FFMA and one ex2.approx per score; O is rescaled only when
+// some row's max rose; per-thread partial row sums, reduced over the quad at the
+// end); P rounded to bf16 as the A operand of O += P V.  At the end O / sum (FP8:
+// times v_scale) goes to bf16 through the warp's own 16 Q rows of shared memory
+// and out as 16-byte stores.
 //
 // Shared rows are D + 8 bf16 long (a row stride of 16 bytes mod 128): the 8 row
 // addresses of an ldmatrix matrix fall in distinct 16-byte bank groups, as do a
 // quarter-warp's 16-byte copies (consecutive chunks of one row): conflict-free.
 //
-// Shared memory (bytes): bf16 4 * 64 * (D + 8) * 2 = 69632 (D 128) / 36864 (D 64);
-// FP8 2 * 64 * (D + 8) * 2 + 4 * 64 * D = 67584 / 34816.  Registers per thread
-// (nvcc 13 --resource-usage, sm_90a; no spills, no stack): bf16 D 128 216 (HG 2,
-// 256 threads: one block per SM) / 233 (HG 1, 128 threads: two per SM); FP8
-// D 128 225 / 255; D 64 bf16 153 / 161, FP8 161 / 179 (__launch_bounds__ for two
-// blocks of 256 threads at D 64 spills).
+// Shared memory (bytes): bf16 4 * 64 * (D + 8) * 2 = 69632 (D 128) / 36864 (D 64),
+// plus the Q tile 2 * 64 * (D + 8) * 2 with M = 2 (104448 / 55296: two blocks per
+// SM); FP8 2 * 64 * (D + 8) * 2 + 4 * 64 * D = 67584 / 34816.  Registers per
+// thread (nvcc 13 --resource-usage, sm_90a): bf16 D 128 255 (M 2, 128 threads; 36
+// bytes of spills) / 218 (HG 2 M 1, 256 threads) / 235 (HG 1); FP8 D 128 226
+// (HG 2) / 254 (HG 1); D 64 bf16 241 / 157 / 162, FP8 158 / 171; no other spills.
+// H200, 8192 positions, 32 / 8 heads: bf16 M 2 2.12 ms per layer, M 1 2.20.
 #include "kernels/cuda/cuda_impl.h"
 
 #include <atomic>
@@ -44,14 +50,19 @@ constexpr int kKeys = 64;                 // keys per K/V tile
 constexpr int kPad = 8;                   // bf16 elements after each shared row
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D, int HG, bool FP8> struct Cfg {
-    static constexpr int LD = D + kPad; // shared row stride (bf16 elements)
-    static constexpr int THREADS = HG * 4 * 32;
-    static constexpr int KV = kKeys * LD; // one bf16 K or V tile (elements)
-    static constexpr int RAW = kKeys * D; // one stage of K or V codes (bytes)
-    // bf16: [K0][V0][K1][V1]; FP8: [K][V] bf16, then codes [K0][K1][V0][V1]
-    static constexpr size_t SMEM = FP8 ? (size_t)2 * KV * 2 + (size_t)4 * RAW : (size_t)4 * KV * 2;
-    static_assert(HG * kRows * LD <= 2 * KV, "the Q tile fits the region it borrows");
+template <int D, int HG, int M, bool FP8> struct Cfg {
+    static_assert(HG % M == 0, "whole warps per head set");
+    static constexpr int LD = D + kPad;             // shared row stride (bf16 elements)
+    static constexpr int THREADS = HG / M * 4 * 32; // 4 warps of 16 query rows per M heads
+    static constexpr int KV = kKeys * LD;           // one bf16 K or V tile (elements)
+    static constexpr int RAW = kKeys * D;           // one stage of K or V codes (bytes)
+    static constexpr int Q = HG * kRows * LD;       // the Q tile (elements)
+    // bf16: [K0][V0][K1][V1]; FP8: [K][V] bf16, then codes [K0][K1][V0][V1];
+    // M 2: then the Q tile (M 1 borrows the second stage / the bf16 tile)
+    static constexpr size_t KV_BYTES =
+        FP8 ? (size_t)2 * KV * 2 + (size_t)4 * RAW : (size_t)4 * KV * 2;
+    static constexpr size_t SMEM = KV_BYTES + (M == 2 ? (size_t)Q * 2 : 0);
+    static_assert(Q <= 2 * KV, "the Q tile fits the region it borrows");
 };
 
 // Per block: the tile and its heads.
@@ -64,11 +75,41 @@ struct TileCtx {
     int h0, kvh;       // first query head, its KV head
 };
 
-// Per warp: 16 query rows of one head.
-template <int D> struct WarpState {
-    uint32_t q[D / 16][4]; // Q as mma A fragments, one per 16 columns
-    float o[D / 8][4];     // O accumulators, one per 8 columns
-    float m[2], l[2];      // rows lane/4 and lane/4 + 8: running max (scaled), partial sum
+// Per warp: 16 query rows of each of M heads.
+template <int D, int M> struct WarpState {
+    float o[M][D / 8][4];   // O accumulators, one per 8 columns
+    float m[M][2], l[M][2]; // rows lane/4 and lane/4 + 8: running max (scaled), partial sum
+};
+
+// The warp's Q rows as mma A fragments (16 columns each): M 1 keeps them in
+// registers; M 2 reads them from the shared Q tile for each use (registers go
+// to the second head's accumulators).
+template <int D, int M> struct QFrags;
+template <int D> struct QFrags<D, 1> {
+    uint32_t q[D / 16][4];
+    __device__ __forceinline__ void load(uint32_t addr)
+    {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            oct_ldsm_x4(q[kk], addr + (uint32_t)(kk * 32));
+    }
+    __device__ __forceinline__ void get(int kk, int, uint32_t (&r)[4]) const
+    {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            r[i] = q[kk][i];
+    }
+};
+template <int D> struct QFrags<D, 2> {
+    uint32_t addr; // head 0's rows; head 1's are kRows rows on
+    __device__ __forceinline__ void load(uint32_t a)
+    {
+        addr = a;
+    }
+    __device__ __forceinline__ void get(int kk, int h, uint32_t (&r)[4]) const
+    {
+        oct_ldsm_x4(r, addr + (uint32_t)((h * kRows * (D + kPad) + kk * 16) * 2));
+    }
 };
 
 __device__ __forceinline__ void zero16(void *dst)
@@ -88,6 +129,15 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
                                          uint32_t b1)
 {
     oct_mma_bf16(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+// 2^x, one MUFU op; results below 2^-126 are 0 (exp2f would add a range fix-up
+// around it).
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 // Two floats to bf16 (RNE), lo in the low half.
@@ -187,48 +237,72 @@ __device__ __forceinline__ void widen_kv(const uint8_t *rk, const uint8_t *rv, u
     }
 }
 
-// s = Q K^T for the warp's 16 rows and the tile's 64 keys (s[nt]: keys 8 nt..).
-// kaddr: the K tile's shared address plus this lane's ldmatrix offset.
-template <int D>
-__device__ __forceinline__ void qk(const WarpState<D> &w, uint32_t kaddr, float (&s)[kKeys / 8][4])
+// s[h] = Q K^T for the warp's 16 rows of head h and the tile's 64 keys (s[h][nt]:
+// keys 8 nt..); each K fragment feeds every head.  kaddr: the K tile's shared
+// address plus this lane's ldmatrix offset.
+template <int D, int M>
+__device__ __forceinline__ void qk(const QFrags<D, M> &q, uint32_t kaddr,
+                                   float (&s)[M][kKeys / 8][4])
 {
     constexpr int LD = D + kPad;
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 8; nt++)
-        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    for (int h = 0; h < M; h++)
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
+        for (int nt = 0; nt < kKeys / 8; nt++)
+            s[h][nt][0] = s[h][nt][1] = s[h][nt][2] = s[h][nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[M][4];
+#pragma unroll
+        for (int h = 0; h < M; h++)
+            q.get(kk, h, a[h]);
 #pragma unroll
         for (int np = 0; np < kKeys / 16; np++) {
             uint32_t b[4]; // keys 16 np + 0..7 (b[0..1]) and + 8..15 (b[2..3]), columns 16 kk..
             oct_ldsm_x4(b, kaddr + (uint32_t)((np * 16 * LD + kk * 16) * 2));
-            mma_bf16(s[2 * np], w.q[kk], b[0], b[1]);
-            mma_bf16(s[2 * np + 1], w.q[kk], b[2], b[3]);
+#pragma unroll
+            for (int h = 0; h < M; h++) {
+                mma_bf16(s[h][2 * np], a[h], b[0], b[1]);
+                mma_bf16(s[h][2 * np + 1], a[h], b[2], b[3]);
+            }
         }
+    }
 }
 
-// Scales s and masks keys outside [lo[h], pr[h]] of the thread's two rows.
-__device__ __forceinline__ void scale_mask(float (&s)[kKeys / 8][4], float sl2, bool mask, int js,
-                                           int lane, const int (&pr)[2], const int (&lo)[2])
+// Window start of position p.
+__device__ __forceinline__ int window_lo(int p, int64_t window)
+{
+    return window > 0 && p >= window ? p - (int)window + 1 : 0;
+}
+
+// Masks the keys outside [window_lo(p), p] of the thread's two rows p = pr, pr + 8.
+__device__ __forceinline__ void mask_keys(float (&s)[kKeys / 8][4], int js, int lane, int pr,
+                                          int64_t window)
 {
 #pragma unroll
-    for (int nt = 0; nt < kKeys / 8; nt++)
+    for (int h = 0; h < 2; h++) {
+        const int p = pr + 8 * h, lo = window_lo(p, window);
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int j = js + nt * 8 + 2 * (lane & 3) + (c & 1), h = c >> 1;
-            s[nt][c] *= sl2;
-            if (mask && (j > pr[h] || j < lo[h]))
-                s[nt][c] = -INFINITY;
-        }
+        for (int nt = 0; nt < kKeys / 8; nt++)
+#pragma unroll
+            for (int c = 2 * h; c < 2 * h + 2; c++) {
+                const int j = js + nt * 8 + 2 * (lane & 3) + (c & 1);
+                if (j > p || j < lo)
+                    s[nt][c] = -INFINITY;
+            }
+    }
 }
 
-// Online softmax over one key tile: updates m, l, rescales o, and leaves
-// p = exp2(s - m) as bf16 A fragments pa[kk] (keys 16 kk..).
+// Online softmax of one head over one key tile of raw scores s (the scale sl2 >
+// 0 is applied in the exponent, so the max is taken over raw scores): updates
+// m (scaled), l, rescales o where some row's max rose, and leaves
+// p = exp2(s sl2 - m) as bf16 A fragments pa[kk] (keys 16 kk..).
 template <int D>
-__device__ __forceinline__ void softmax_step(WarpState<D> &w, float (&s)[kKeys / 8][4],
+__device__ __forceinline__ void softmax_step(float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
+                                             float (&s)[kKeys / 8][4], float sl2,
                                              uint32_t (&pa)[kKeys / 16][4])
 {
-    float mx[2] = {w.m[0], w.m[1]}, ref[2], al[2];
+    float mx[2] = {-INFINITY, -INFINITY}, ref[2], al[2];
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; nt++) {
         mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
@@ -238,23 +312,25 @@ __device__ __forceinline__ void softmax_step(WarpState<D> &w, float (&s)[kKeys /
     for (int h = 0; h < 2; h++) {
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        ref[h] = mx[h] == -INFINITY ? 0.0f : mx[h]; // no key yet: p = 0, no NaN
-        al[h] = exp2f(w.m[h] - ref[h]);             // m = -inf at first: 0
-        w.m[h] = mx[h];
-        w.l[h] *= al[h];
+        const float mn = fmaxf(m[h], mx[h] * sl2);
+        ref[h] = mn == -INFINITY ? 0.0f : mn; // no key yet: p = 0, no NaN
+        al[h] = ex2(m[h] - ref[h]);           // m = -inf at first: 0
+        m[h] = mn;
+        l[h] *= al[h];
     }
 #pragma unroll
     for (int nt = 0; nt < kKeys / 8; nt++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-            s[nt][c] = exp2f(s[nt][c] - ref[c >> 1]);
-            w.l[c >> 1] += s[nt][c];
+            s[nt][c] = ex2(fmaf(s[nt][c], sl2, -ref[c >> 1]));
+            l[c >> 1] += s[nt][c];
         }
+    if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f))
 #pragma unroll
-    for (int dt = 0; dt < D / 8; dt++)
+        for (int dt = 0; dt < D / 8; dt++)
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            w.o[dt][c] *= al[c >> 1];
+            for (int c = 0; c < 4; c++)
+                o[dt][c] *= al[c >> 1];
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; kk++) {
         pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
@@ -264,10 +340,11 @@ __device__ __forceinline__ void softmax_step(WarpState<D> &w, float (&s)[kKeys /
     }
 }
 
-// o += P V.  vaddr: the V tile's shared address plus this lane's ldmatrix offset.
-template <int D>
-__device__ __forceinline__ void pv(WarpState<D> &w, uint32_t vaddr,
-                                   const uint32_t (&pa)[kKeys / 16][4])
+// o[h] += P[h] V; each V fragment feeds every head.  vaddr: the V tile's shared
+// address plus this lane's ldmatrix offset.
+template <int D, int M>
+__device__ __forceinline__ void pv(WarpState<D, M> &w, uint32_t vaddr,
+                                   const uint32_t (&pa)[M][kKeys / 16][4])
 {
     constexpr int LD = D + kPad;
 #pragma unroll
@@ -276,31 +353,39 @@ __device__ __forceinline__ void pv(WarpState<D> &w, uint32_t vaddr,
         for (int dp = 0; dp < D / 16; dp++) {
             uint32_t b[4]; // columns 16 dp + 0..7 (b[0..1]) and + 8..15 (b[2..3]), keys 16 kk..
             ldsm_x4_t(b, vaddr + (uint32_t)((kk * 16 * LD + dp * 16) * 2));
-            mma_bf16(w.o[2 * dp], pa[kk], b[0], b[1]);
-            mma_bf16(w.o[2 * dp + 1], pa[kk], b[2], b[3]);
+#pragma unroll
+            for (int h = 0; h < M; h++) {
+                mma_bf16(w.o[h][2 * dp], pa[h][kk], b[0], b[1]);
+                mma_bf16(w.o[h][2 * dp + 1], pa[h][kk], b[2], b[3]);
+            }
         }
 }
 
-// One key tile for one warp: scores, mask, softmax, PV.
-template <int D>
-__device__ __forceinline__ void warp_tile(WarpState<D> &w, uint32_t kaddr, uint32_t vaddr,
-                                          float sl2, bool mask, int js, int lane,
-                                          const int (&pr)[2], const int (&lo)[2])
+// One key tile for one warp: scores, mask, softmax, PV (the M heads' rows have
+// the same positions, so the same mask).
+template <int D, int M>
+__device__ __forceinline__ void warp_tile(WarpState<D, M> &w, const QFrags<D, M> &q, uint32_t kaddr,
+                                          uint32_t vaddr, float sl2, bool mask, int js, int lane,
+                                          int pr, int64_t window)
 {
-    float s[kKeys / 8][4];
-    uint32_t pa[kKeys / 16][4];
-    qk<D>(w, kaddr, s);
-    scale_mask(s, sl2, mask, js, lane, pr, lo);
-    softmax_step<D>(w, s, pa);
-    pv<D>(w, vaddr, pa);
+    float s[M][kKeys / 8][4];
+    uint32_t pa[M][kKeys / 16][4];
+    qk<D, M>(q, kaddr, s);
+#pragma unroll
+    for (int h = 0; h < M; h++) {
+        if (mask)
+            mask_keys(s[h], js, lane, pr, window);
+        softmax_step<D>(w.o[h], w.m[h], w.l[h], s[h], sl2, pa[h]);
+    }
+    pv<D, M>(w, vaddr, pa);
 }
 
 // O / sum to bf16 through the warp's 16 shared rows sw ([16][LD]), then 16-byte
 // stores of the rows below count (NaN for rows at p >= max_ctx).
 template <int D>
 __device__ __forceinline__ void store_out(const oct_attn_args &a, const TileCtx &c,
-                                          const WarpState<D> &w, uint16_t *sw, int wr0, int hh,
-                                          int lane)
+                                          const float (&o)[D / 8][4], const float (&wl)[2],
+                                          uint16_t *sw, int wr0, int hh, int lane)
 {
     constexpr int LD = D + kPad, CH = D / 8;
     const int g = lane >> 2, col = 2 * (lane & 3);
@@ -308,7 +393,7 @@ __device__ __forceinline__ void store_out(const oct_attn_args &a, const TileCtx 
     float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        float l = w.l[h];
+        float l = wl[h];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         inv[h] = vs / l;
@@ -316,9 +401,9 @@ __device__ __forceinline__ void store_out(const oct_attn_args &a, const TileCtx 
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt++) {
         *reinterpret_cast<uint32_t *>(sw + g * LD + dt * 8 + col) =
-            pack_bf16(w.o[dt][0] * inv[0], w.o[dt][1] * inv[0]);
+            pack_bf16(o[dt][0] * inv[0], o[dt][1] * inv[0]);
         *reinterpret_cast<uint32_t *>(sw + (g + 8) * LD + dt * 8 + col) =
-            pack_bf16(w.o[dt][2] * inv[1], w.o[dt][3] * inv[1]);
+            pack_bf16(o[dt][2] * inv[1], o[dt][3] * inv[1]);
     }
     __syncwarp();
     const int64_t qd = a.n_q * D;
@@ -363,12 +448,6 @@ __device__ __forceinline__ bool tile_setup(const oct_attn_args &a, TileCtx &c)
     return false;
 }
 
-// Window start of position p.
-__device__ __forceinline__ int window_lo(int p, int64_t window)
-{
-    return window > 0 && p >= window ? p - (int)window + 1 : 0;
-}
-
 // Key tile i (positions p0 - 64 i ..) needs the mask: the diagonal, position 0,
 // or the window edge of some row of the tile.
 __device__ __forceinline__ bool tile_masked(int i, int js, int p0, int64_t window)
@@ -376,30 +455,27 @@ __device__ __forceinline__ bool tile_masked(int i, int js, int p0, int64_t windo
     return i == 0 || js < 0 || (window > 0 && (int64_t)js <= (int64_t)p0 + kRows - 1 - window);
 }
 
-template <int D, int HG, bool FP8>
-__global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
+template <int D, int HG, int M, bool FP8>
+__global__ void __launch_bounds__(Cfg<D, HG, M, FP8>::THREADS, 1)
     attn_prefill_kernel(const oct_attn_args a)
 {
-    using C = Cfg<D, HG, FP8>;
+    using C = Cfg<D, HG, M, FP8>;
     constexpr int NT = C::THREADS, LD = C::LD;
     extern __shared__ __align__(16) uint8_t smem[];
     uint16_t *sk0 = reinterpret_cast<uint16_t *>(smem), *sv0 = sk0 + C::KV;
-    uint16_t *sq = FP8 ? sk0 : sk0 + 2 * C::KV; // borrowed until the loop
-    uint8_t *raw = smem + 2 * C::KV * 2;        // FP8: codes [K0][K1][V0][V1]
+    uint16_t *sq = M == 2 ? reinterpret_cast<uint16_t *>(smem + C::KV_BYTES)
+                   : FP8  ? sk0
+                          : sk0 + 2 * C::KV; // M 1: borrowed until the loop
+    uint8_t *raw = smem + 2 * C::KV * 2;    // FP8: codes [K0][K1][V0][V1]
     TileCtx c;
     if (!tile_setup<D, HG, NT>(a, c))
         return;
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
-    const int hh = warp / 4, wr0 = (warp % 4) * 16;
-    const bool active = wr0 < c.count; // warps without rows only load
+    const int hh = (warp / 4) * M, wr0 = (warp % 4) * 16; // first head (of the block's), row
+    const bool active = wr0 < c.count;                    // warps without rows only load
     const int n_iter = (c.p0 - window_lo(c.p0, a.window) + kKeys - 1) / kKeys + 1;
     const float sl2 = a.scale * (FP8 ? a.k_scale : 1.0f) * kLog2e;
-    int pr[2], lo[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        pr[h] = c.p0 + wr0 + (lane >> 2) + 8 * h;
-        lo[h] = window_lo(pr[h], a.window);
-    }
+    const int pr = c.p0 + wr0 + (lane >> 2); // the position of the thread's first row
 
     load_q<D, HG, NT>(a, c, sq);
     if (FP8)
@@ -409,21 +485,19 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
     oct_cp_async_commit();
     oct_cp_async_wait_all();
     __syncthreads();
-    WarpState<D> w;
+    WarpState<D, M> w;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        w.m[h] = -INFINITY;
-        w.l[h] = 0.0f;
+    for (int h = 0; h < M; h++) {
+        w.m[h][0] = w.m[h][1] = -INFINITY;
+        w.l[h][0] = w.l[h][1] = 0.0f;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt++)
+            w.o[h][dt][0] = w.o[h][dt][1] = w.o[h][dt][2] = w.o[h][dt][3] = 0.0f;
     }
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++)
-        w.o[dt][0] = w.o[dt][1] = w.o[dt][2] = w.o[dt][3] = 0.0f;
-    const uint32_t qaddr =
-        oct_smem_u32(sq + (hh * kRows + wr0 + (lane & 15)) * LD + (lane >> 4) * 8);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        oct_ldsm_x4(w.q[kk], qaddr + (uint32_t)(kk * 32));
-    __syncthreads(); // the Q region is free
+    QFrags<D, M> q;
+    q.load(oct_smem_u32(sq + (hh * kRows + wr0 + (lane & 15)) * LD + (lane >> 4) * 8));
+    if (M == 1)
+        __syncthreads(); // Q is in registers: the region is free
 
     // this lane's ldmatrix row addresses within a K tile and (transposed) a V tile
     const uint32_t k_lane = (uint32_t)(((lane & 7) + (lane >> 4) * 8) * LD + ((lane >> 3) & 1) * 8);
@@ -450,19 +524,44 @@ __global__ void __launch_bounds__(Cfg<D, HG, FP8>::THREADS, 1)
             __syncthreads();
         }
         if (active)
-            warp_tile<D>(w, oct_smem_u32(sk0 + st * 2 * C::KV) + k_lane * 2,
-                         oct_smem_u32(sv0 + st * 2 * C::KV) + v_lane * 2, sl2,
-                         tile_masked(i, js, c.p0, a.window), js, lane, pr, lo);
+            warp_tile<D, M>(w, q, oct_smem_u32(sk0 + st * 2 * C::KV) + k_lane * 2,
+                            oct_smem_u32(sv0 + st * 2 * C::KV) + v_lane * 2, sl2,
+                            tile_masked(i, js, c.p0, a.window), js, lane, pr, a.window);
     }
     __syncthreads(); // every warp is done with the tiles: its Q rows take its output
     if (active)
-        store_out<D>(a, c, w, sq + (hh * kRows + wr0) * LD, wr0, hh, lane);
+#pragma unroll
+        for (int h = 0; h < M; h++)
+            store_out<D>(a, c, w.o[h], w.l[h], sq + ((hh + h) * kRows + wr0) * LD, wr0, hh + h,
+                         lane);
 }
 
-template <int D, int HG, bool FP8> cudaError_t launch(const oct_attn_args &a, cudaStream_t st)
+// Overrides, read once: OCTET_CUDA_ATTN=decode keeps every row on the decode
+// kernel; OCTET_CUDA_ATTN_HEADS=1 gives each block one query head even in an
+// even GQA group (4 warps, up to two blocks per SM, K/V shared through L2 only);
+// OCTET_CUDA_ATTN_WARP_HEADS=1 gives each warp of a two-head bf16 block one head
+// (8 warps, Q in registers) instead of both.
+struct Knobs {
+    bool off;
+    int heads, warp_heads;
+};
+
+const Knobs &knobs()
 {
-    using C = Cfg<D, HG, FP8>;
-    auto kern = attn_prefill_kernel<D, HG, FP8>;
+    static const Knobs k = [] {
+        const char *off = getenv("OCTET_CUDA_ATTN"), *heads = getenv("OCTET_CUDA_ATTN_HEADS"),
+                   *wh = getenv("OCTET_CUDA_ATTN_WARP_HEADS");
+        return Knobs{off && !strcmp(off, "decode"), heads && !strcmp(heads, "1") ? 1 : 2,
+                     wh && !strcmp(wh, "1") ? 1 : 2};
+    }();
+    return k;
+}
+
+template <int D, int HG, int M, bool FP8>
+cudaError_t launch(const oct_attn_args &a, cudaStream_t st)
+{
+    using C = Cfg<D, HG, M, FP8>;
+    auto kern = attn_prefill_kernel<D, HG, M, FP8>;
     static std::atomic<unsigned> ready{0}; // the shared-memory limit is set, per device
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -482,26 +581,12 @@ template <int D, int HG, bool FP8> cudaError_t launch(const oct_attn_args &a, cu
 
 template <int D> cudaError_t launch_d(const oct_attn_args &a, int hg, cudaStream_t st)
 {
+    // two heads: one warp takes both (bf16; FP8's widening wants a warp per head)
+    if (hg == 2 && !a.fp8 && knobs().warp_heads == 2)
+        return launch<D, 2, 2, false>(a, st);
     if (hg == 2)
-        return a.fp8 ? launch<D, 2, true>(a, st) : launch<D, 2, false>(a, st);
-    return a.fp8 ? launch<D, 1, true>(a, st) : launch<D, 1, false>(a, st);
-}
-
-// Overrides, read once: OCTET_CUDA_ATTN=decode keeps every row on the decode
-// kernel; OCTET_CUDA_ATTN_HEADS=1 gives each block one query head even in an
-// even GQA group (4 warps, up to two blocks per SM, K/V shared through L2 only).
-struct Knobs {
-    bool off;
-    int heads;
-};
-
-const Knobs &knobs()
-{
-    static const Knobs k = [] {
-        const char *off = getenv("OCTET_CUDA_ATTN"), *heads = getenv("OCTET_CUDA_ATTN_HEADS");
-        return Knobs{off && !strcmp(off, "decode"), heads && !strcmp(heads, "1") ? 1 : 2};
-    }();
-    return k;
+        return a.fp8 ? launch<D, 2, 1, true>(a, st) : launch<D, 2, 1, false>(a, st);
+    return a.fp8 ? launch<D, 1, 1, true>(a, st) : launch<D, 1, 1, false>(a, st);
 }
 
 int heads_per_block(const oct_attn_args *a)
@@ -515,8 +600,9 @@ bool oct_cuda_attention_prefill_fits(const oct_attn_args *a)
 {
     const uintptr_t al =
         (uintptr_t)a->qkv | (uintptr_t)a->kc | (uintptr_t)a->vc | (uintptr_t)a->out;
-    return !knobs().off && (a->d == 64 || a->d == 128) && (al & 15u) == 0 && a->n_kv > 0 &&
-           a->n_q % a->n_kv == 0 && a->n_q / heads_per_block(a) <= 65535 &&
+    const float sl = a->scale * (a->fp8 ? a->k_scale : 1.0f); // > 0: softmax_step's max
+    return !knobs().off && (a->d == 64 || a->d == 128) && (al & 15u) == 0 && sl > 0.0f &&
+           a->n_kv > 0 && a->n_q % a->n_kv == 0 && a->n_q / heads_per_block(a) <= 65535 &&
            a->max_ctx <= (1 << 30) && a->bs <= (1 << 30) && a->n_tiles <= INT32_MAX;
 }
 
