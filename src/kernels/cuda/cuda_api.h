@@ -248,7 +248,9 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
  * p >= max_ctx write NaNs as well; tiles read no key at or past max_ctx.
  * OCTET_CUDA_ATTN=decode (read once) keeps every row on flash decoding;
  * OCTET_CUDA_ATTN_HEADS=1 gives each tensor-core block one query head (default:
- * two of a GQA group, sharing the K/V tiles, where the group is even). */
+ * two of a GQA group, sharing the K/V tiles, where the group is even);
+ * OCTET_CUDA_ATTN_WARP_HEADS=1 gives each warp of such a bf16 block one of the
+ * two heads (default: both, sharing each K/V fragment). */
 size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,
