@@ -62,7 +62,8 @@ CU_SRC  := $(sort $(wildcard src/kernels/cuda/*.cu))
 CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
 CUDA_HOME ?= /usr/local/cuda
 NVFLAGS := -O3 -std=c++17 -lineinfo -Xcompiler -fPIC -Xcompiler -fvisibility=hidden \
-           -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_89,code=sm_89
+           -Iinclude -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_89,code=sm_89 \
+           -MMD -MP
 LDLIBS  += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 CPPFLAGS += -DOCTET_CUDA=1
 endif
@@ -173,4 +174,4 @@ clean:
 	rm -rf build
 
 CFLAGS += $(CFLAGS_EXTRA)
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(CU_OBJ:.o=.d)
