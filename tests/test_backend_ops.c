@@ -990,7 +990,59 @@ static oct_status attn_batch_run(const struct attn_fix *f, const struct attn_bat
     return oct_cuda_attention(b->dq, b->n, f->nq, f->nkv, f->d, b->dqs, b->dqp, f->dbt,
                               f->max_blocks, f->bs, dt, f->dkc, f->dvc, f->ks, f->vs, f->scale,
                               f->c->window, f->call_ctx, b->dtiles, b->nt, b->ddrows, b->nd,
-                              b->dout, b->dws, b->wsb, NULL);
+                              b->dout, NULL, b->dws, b->wsb, NULL);
+}
+
+/* A call that writes FP8 (oct_cuda_attention_act_fits) against its own bf16
+ * output (in b->dout) through the quantizers o_proj would otherwise run:
+ * per-token (bound 0) and 1x128 codes and scales, bit for bit. */
+static void attn_act_check(const struct attn_fix *f, const struct attn_batch *b)
+{
+    const int64_t n = b->n, qd = f->nq * f->d;
+    if (!oct_cuda_attention_act_fits(n, qd, b->nt))
+        return;
+    const int dt = f->c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+    for (int kind = OCT_CUDA_ACT_FP8_ROW; kind <= OCT_CUDA_ACT_FP8_GROUP128; kind++) {
+        const int64_t ns = n * (kind == OCT_CUDA_ACT_FP8_ROW ? 1 : (qd + 127) / 128);
+        uint8_t *dq = dev_up(NULL, (size_t)(n * qd)), *rq = dev_up(NULL, (size_t)(n * qd));
+        float *ds = dev_up(NULL, (size_t)ns * 4), *rs = dev_up(NULL, (size_t)ns * 4);
+        uint8_t *hq = malloc((size_t)(2 * n * qd));
+        float *hs = malloc((size_t)(2 * ns) * 4);
+        const oct_cuda_act act = {.kind = kind, .q = dq, .scale = ds};
+        bool ok = dq && rq && ds && rs && hq && hs;
+        oct_status st =
+            ok ? oct_cuda_attention(b->dq, n, f->nq, f->nkv, f->d, b->dqs, b->dqp, f->dbt,
+                                    f->max_blocks, f->bs, dt, f->dkc, f->dvc, f->ks, f->vs,
+                                    f->scale, f->c->window, f->call_ctx, NULL, 0, NULL, 0, b->dout,
+                                    &act, b->dws, b->wsb, NULL)
+               : OCT_ERR_NOMEM;
+        CHECKF(st == OCT_OK, "attention FP8 output kind %d: status %d (%s)", kind, st,
+               oct_cuda_ops_last_error());
+        ok = ok && st == OCT_OK &&
+             (kind == OCT_CUDA_ACT_FP8_ROW
+                  ? oct_cuda_quant_rows_bf16(b->dout, n, qd, 0.0f, rq, rs, NULL)
+                  : oct_cuda_quant_groups_bf16(b->dout, n, qd, rq, rs, NULL)) == OCT_OK &&
+             dev_down(hq, dq, (size_t)(n * qd)) && dev_down(hq + n * qd, rq, (size_t)(n * qd)) &&
+             dev_down(hs, ds, (size_t)ns * 4) && dev_down(hs + ns, rs, (size_t)ns * 4);
+        int64_t diff = 0;
+        for (int64_t i = 0; ok && i < n * qd; i++)
+            diff += hq[i] != hq[n * qd + i];
+        for (int64_t i = 0; ok && i < ns; i++)
+            diff += memcmp(&hs[i], &hs[ns + i], 4) != 0;
+        CHECKF(ok && diff == 0,
+               "attention FP8 output kind %d, %lld rows: %lld codes / scales differ from the "
+               "quantizer's (tolerance: none)",
+               kind, (long long)n, (long long)diff);
+        printf("  attention FP8 output (%s), %lld rows: codes and scales %s the quantizer's\n",
+               kind == OCT_CUDA_ACT_FP8_ROW ? "per token" : "1x128 groups", (long long)n,
+               ok && diff == 0 ? "equal to" : "DIFFER from");
+        oct_cuda_free(dq);
+        oct_cuda_free(rq);
+        oct_cuda_free(ds);
+        oct_cuda_free(rs);
+        free(hq);
+        free(hs);
+    }
 }
 
 /* One call over list[0..n) into out [n, nq d] (host); *nt its tiles. */
@@ -1004,6 +1056,8 @@ static bool attn_call(const struct attn_fix *f, const int64_t *list, int64_t n, 
         oct_status st = attn_batch_run(f, &b);
         CHECKF(st == OCT_OK, "attention: status %d (%s)", st, oct_cuda_ops_last_error());
         ok = st == OCT_OK && dev_down(out, b.dout, (size_t)(n * f->nq * f->d) * 2);
+        if (ok)
+            attn_act_check(f, &b);
     }
     *nt = b.nt;
     attn_batch_free(&b);
@@ -1466,6 +1520,26 @@ static void test_sample(void)
                (long long)r, (double)pp[r].temperature, pp[r].top_k, (double)pp[r].top_p,
                (double)pp[r].min_p, (long long)k, steps, (long long)distinct);
     }
+    /* greedy over rows of an odd length (VOCAB - 1): row 0 aligned with a tail,
+     * the others off the 16-byte alignment of the vector loads */
+    const int64_t V2 = VOCAB - 1;
+    oct_cuda_sample_params gp[4];
+    for (int r = 0; r < 4; r++)
+        gp[r] = (oct_cuda_sample_params){0.0f, 1.0f, 0.0f, 0, (uint64_t)(9 + r), 0, (uint64_t)r};
+    lg[V2 - 1] = 50.0f; /* row 0: the max in the tail past the vector loads, its last id */
+    float *dl2 = dev_up(lg, (size_t)(4 * V2) * 4);
+    REQUIRE(dl2);
+    REQUIRE(sample_runs(dl2, 4, V2, gp, 1, ids, NULL));
+    for (int64_t r = 0; r < 4; r++) {
+        const float *l = lg + r * V2;
+        int32_t best = 0;
+        for (int64_t v = 1; v < V2; v++)
+            if (l[v] > l[best])
+                best = (int32_t)v;
+        CHECKF(ids[r] == best, "greedy row %lld of %lld logits: id %d, argmax %d", (long long)r,
+               (long long)V2, ids[r], best);
+    }
+    oct_cuda_free(dl2);
     oct_cuda_free(dl);
     free(lg);
     free(ids);
@@ -1579,28 +1653,28 @@ static void test_bad_shapes(void)
     CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 16, OCT_CUDA_KV_E4M3, d, d, 0.0f, 1.0f, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 1, 6, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             NULL, 0, NULL, 0, d, NULL, 0,
+                             NULL, 0, NULL, 0, d, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* 6 % 4 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 260, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             64, NULL, 0, NULL, 0, d, NULL, 0,
+                             64, NULL, 0, NULL, 0, d, NULL, NULL, 0,
                              NULL) == OCT_ERR_UNSUPPORTED); /* d > 256 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             100, NULL, 0, NULL, 0, d, NULL, 0,
+                             100, NULL, 0, NULL, 0, d, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* ctx > 4 x 16 */
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 200, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             3000, NULL, 0, NULL, 0, d, NULL, 0,
+                             3000, NULL, 0, NULL, 0, d, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* no workspace */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, 5, d, d, 1, 1, 1, 0, 64, NULL, 0, NULL,
-                             0, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             0, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     /* tile lists: more tiles or decode rows than rows, a missing list */
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 5, d, 0, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 5, d, 0, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 1, d, -1, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 1, d, -1, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             NULL, 1, d, 1, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             NULL, 1, d, 1, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 1, NULL, 2, d, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 1, NULL, 2, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_gemm_bf16(NULL, 1, 16, 16, d, d, NULL, 1.0f, d, false, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_sample(d, 1, 0, d, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);

@@ -176,10 +176,11 @@ typedef struct oct_backend_ops {
      * same result. */
     oct_status (*rope_store)(oct_backend *be, const oct_attn_shape *a, oct_kv_view *kv,
                              int64_t layer, const oct_rows *rows, void *qkv, oct_error *err);
-    /* Causal attention of every row over its sequence's cache: att [n, Hq d]. */
+    /* Causal attention of every row over its sequence's cache: att [n, Hq d];
+     * `next` as for rmsnorm. */
     oct_status (*attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                             const oct_kv_view *kv, int64_t layer, const oct_rows *rows,
-                            const void *qkv, void *att, oct_error *err);
+                            const void *qkv, const oct_units *next, void *att, oct_error *err);
     /* act [n, I] = silu(gate) * up of gu [n, 2I] (gate | up halves); `next`
      * as for rmsnorm. */
     oct_status (*silu_mul)(oct_backend *be, int64_t n, int64_t inter, const void *gu,

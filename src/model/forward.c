@@ -196,7 +196,7 @@ static oct_status attention_block(const oct_model *m, const oct_layer_weights *l
                           a->hidden, a->rms_eps, &qkv, ws->h, err)) ||
         (st = op->linear(be, ws->ops, &qkv, rows->n, ws->h, ws->qkv, err)) ||
         (st = rope_store(m, &as, kv, l, rows, ws->qkv, err)) ||
-        (st = op->attention(be, ws->ops, &as, kv, l, rows, ws->qkv, ws->att, err)))
+        (st = op->attention(be, ws->ops, &as, kv, l, rows, ws->qkv, &o, ws->att, err)))
         return st;
     return op->linear(be, ws->ops, &o, rows->n, ws->att, ws->o, err);
 }

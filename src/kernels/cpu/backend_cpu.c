@@ -298,10 +298,12 @@ static oct_status cpu_kv_store(oct_backend *be, const oct_attn_shape *a, oct_kv_
 
 static oct_status cpu_attention_op(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                                    const oct_kv_view *kv, int64_t layer, const oct_rows *rows,
-                                   const void *qkv, void *att, oct_error *err)
+                                   const void *qkv, const oct_units *next, void *att,
+                                   oct_error *err)
 {
     (void)be;
     (void)err;
+    (void)next;
     cpu_attention(a, kv, layer, rows->n, rows->seq, rows->pos, qkv, att, ws->scores,
                   ws->scores_per_thread, ws->n_threads);
     return OCT_OK;

@@ -18,7 +18,7 @@
 #ifndef OCTET_KERNELS_CUDA_ATTENTION_DECODE_H
 #define OCTET_KERNELS_CUDA_ATTENTION_DECODE_H
 
-#include "kernels/cuda/cuda_impl.h"
+#include "kernels/cuda/act_write.h"
 
 namespace
 {
@@ -55,6 +55,7 @@ struct Dec {
     int64_t t, x;      // batch row, block row (workspace index)
     int kvh, h0, ng;   // KV head, first query head, query heads of the block
     int64_t js, je;    // the partition's positions [js, je)
+    bool wrote;        // (a partition past none) the block wrote a padding row's output
     int nparts, part;  // partitions of the row, this one
     int blk0;          // the first block-table entry of the partition (sm_bt[0])
 };
@@ -145,6 +146,52 @@ template <int GC> __device__ void merge_parts(const Dec &b)
     }
 }
 
+// With a.act FP8: each block that writes a row's final output (for its heads)
+// counts in; the last of the row's gridDim.y head groups quantizes the row from
+// the scratch into a.act (act_write.h: oct_quant_rows / oct_quant_groups), all
+// loads in flight before the block reduction.
+constexpr int kActCpt = 8; // chunks of 8 per thread: rows of up to 8192 elements
+
+// Row t of qd elements (bf16 at src, in L2) into act; one copy per file, not
+// one per kernel instance.
+__device__ __noinline__ void row_quant(const oct_cuda_act act, const uint16_t *src, int64_t t,
+                                       int64_t qd)
+{
+    const int64_t nch = qd / kChunk;
+    uint4 raw[kActCpt];
+#pragma unroll
+    for (int c = 0; c < kActCpt; c++) {
+        const int64_t ci = threadIdx.x + (int64_t)c * kThreads;
+        raw[c] = ci < nch ? __ldcg(reinterpret_cast<const uint4 *>(src) + ci)
+                          : make_uint4(0u, 0u, 0u, 0u);
+    }
+    float v[kActCpt][kChunk];
+#pragma unroll
+    for (int c = 0; c < kActCpt; c++)
+        unpack_bf16x8(raw[c], v[c]);
+    act_write_regs<kActCpt>(act, t, qd, 1.0f, v, 0, false);
+}
+
+__device__ void row_done(const Dec &b)
+{
+    const oct_attn_args &a = *b.a;
+    if (a.act.kind == OCT_CUDA_ACT_BF16)
+        return;
+    __shared__ int last_row;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last_row = atomicAdd(a.row_cnt + b.x, 1) == (int)gridDim.y - 1;
+    __syncthreads();
+    if (!last_row)
+        return;
+    __threadfence();
+    if (threadIdx.x == 0)
+        a.row_cnt[b.x] = 0; // for the next call
+    const int64_t qd = a.n_q * a.d;
+    row_quant(a.act, a.out + b.t * qd, b.t, qd);
+}
+
 // The block's result (m, l in the log2 domain, A = sum p v * v_scale) for its
 // heads: to out, or to the workspace and, in the last block, the merge.
 template <int NC, int GC>
@@ -182,8 +229,10 @@ __device__ void finish(const Dec &b, const float (*sm_m)[GC], const float (*sm_l
             }
         }
     }
-    if (b.nparts == 1)
+    if (b.nparts == 1) {
+        row_done(b);
         return;
+    }
     __shared__ int last;
     __threadfence();
     __syncthreads();
@@ -197,6 +246,7 @@ __device__ void finish(const Dec &b, const float (*sm_m)[GC], const float (*sm_l
     if (threadIdx.x == 0)
         *cnt = 0; // for the next call
     merge_parts<GC>(b);
+    row_done(b);
 }
 
 // Where block (x, y, z) stands (partitions of a multiple of min_part
@@ -213,14 +263,19 @@ __device__ bool locate(const oct_attn_args &a, int gc, int min_part, Dec &b)
     b.ng = min(gc, a.group - gsub * gc);
     const int64_t d = a.d, qd = a.n_q * d, p = a.row_pos[b.t], seq = a.row_seq[b.t];
     b.bt = a.bt + seq * a.max_blocks;
+    b.wrote = false;
     if (p < 0 || p >= a.max_ctx) { // padding row: zeros; out of range: NaN
-        if (blockIdx.z == 0)
+        b.wrote = blockIdx.z == 0;
+        if (b.wrote)
             for (int64_t e = threadIdx.x; e < b.ng * d; e += kThreads)
                 a.out[b.t * qd + b.h0 * d + e] = p < 0 ? 0 : 0x7FC0;
         return false;
     }
     const int64_t j0 = row_j0(p, a.window), ctx = p - j0 + 1;
-    const int64_t len = part_len(ctx, a.max_parts, min_part);
+    // (a.part_min: partitions of at least that many positions, whole steps)
+    const int step =
+        a.part_min > min_part ? (a.part_min + min_part - 1) / min_part * min_part : min_part;
+    const int64_t len = part_len(ctx, a.max_parts, step);
     b.nparts = (int)((ctx + len - 1) / len);
     b.part = (int)blockIdx.z;
     b.js = j0 + (int64_t)b.part * len;

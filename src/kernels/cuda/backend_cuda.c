@@ -558,14 +558,36 @@ static oct_status cu_rope_store(oct_backend *be, const oct_attn_shape *a, oct_kv
     return OCT_OK;
 }
 
+/* OCTET_CUDA_ATTN_ACT=1 (read once): decode attention writes o_proj's FP8
+ * input itself.  Off by default: its decode step measured slower than the
+ * quantizer's (docs/KERNELS_CUDA.md). */
+static bool attn_act_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("OCTET_CUDA_ATTN_ACT");
+        on = e && !strcmp(e, "1");
+    }
+    return on == 1;
+}
+
 static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                                const oct_kv_view *kv, int64_t l, const oct_rows *rows,
-                               const void *qkv, void *att, oct_error *err)
+                               const void *qkv, const oct_units *next, void *att, oct_error *err)
 {
+    const int64_t qd = a->n_heads * a->head_dim;
+    oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = att};
+    if (attn_act_on() && oct_cuda_attention_act_fits(rows->n, qd, ws->n_tiles)) {
+        out = producer_out(ws, next, rows->n, qd, att);
+        if (out.kind != OCT_CUDA_ACT_FP8_ROW && out.kind != OCT_CUDA_ACT_FP8_GROUP128) {
+            ws->prep.unit = NULL;
+            out = (oct_cuda_act){.kind = OCT_CUDA_ACT_BF16, .y = att};
+        }
+    }
     CK(oct_cuda_attention(qkv, rows->n, a->n_heads, a->n_kv_heads, a->head_dim, ws->seq, ws->pos,
                           ws->tables, ws->max_blocks, kv->block_size, kv_kind(kv->dtype), kv->k[l],
                           kv->v[l], kv->k_scale[l], kv->v_scale[l], a->scale, a->sliding_window,
-                          ws->d.max_ctx, ws->tiles, ws->n_tiles, ws->drows, ws->n_drows, att,
+                          ws->d.max_ctx, ws->tiles, ws->n_tiles, ws->drows, ws->n_drows, att, &out,
                           ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
        "attention");
     return OCT_OK;

@@ -250,7 +250,15 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
  * OCTET_CUDA_ATTN_HEADS=1 gives each tensor-core block one query head (default:
  * two of a GQA group, sharing the K/V tiles, where the group is even);
  * OCTET_CUDA_ATTN_WARP_HEADS=1 gives each warp of such a bf16 block one of the
- * two heads (default: both, sharing each K/V fragment). */
+ * two heads (default: both, sharing each K/V fragment);
+ * OCTET_CUDA_ATTN_PART_MIN=P makes each flash-decoding partition at least P
+ * positions (default: one block step, 64).
+ *
+ * act (NULL, or kind OCT_CUDA_ACT_BF16: out as above): FP8_ROW or FP8_GROUP128
+ * codes and scales of each row, as oct_quant_rows / oct_quant_groups would
+ * make them from out, for a call that oct_cuda_attention_act_fits; out is then
+ * not written (a scratch in ws holds the bf16 rows).  Any other kind, or a call
+ * that does not fit: OCT_ERR_UNSUPPORTED. */
 size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,
@@ -258,8 +266,11 @@ oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64
                               int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
                               float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
                               const int32_t *tiles, int64_t n_tiles, const int32_t *drows,
-                              int64_t n_drows, uint16_t *out, void *ws, size_t ws_bytes,
-                              void *stream);
+                              int64_t n_drows, uint16_t *out, const oct_cuda_act *act, void *ws,
+                              size_t ws_bytes, void *stream);
+/* Whether a call of n rows of n_q d = qd elements with n_tiles tiles may write
+ * an FP8 act: no tiles, 1 <= n <= 64, qd % 8 == 0 and qd <= 8192. */
+bool oct_cuda_attention_act_fits(int64_t n, int64_t qd, int64_t n_tiles);
 
 /* Query rows per tile of the tensor-core attention kernel, and the shortest run
  * of consecutive positions that becomes tiles. */

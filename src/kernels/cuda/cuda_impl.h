@@ -614,6 +614,12 @@ typedef struct oct_attn_args {
     const int32_t *rows;
     void *ws_cnt, *ws_m, *ws_l, *ws_acc; /* merge counters, partition states */
     int max_parts, group, gsplit, gc;    /* partitions, GQA group, its split */
+    int part_min;                        /* decode: positions a partition takes at least */
+    /* Decode with act.kind FP8_ROW or FP8_GROUP128: out is a bf16 scratch, and
+     * the block that completes a row (row_cnt, left zero again) writes the
+     * row's codes and scales into act. */
+    oct_cuda_act act;
+    int *row_cnt;
 } oct_attn_args;
 /* The kernel covers these arguments: head_dim 64 or 128, 16-byte aligned qkv,
  * caches and out, max_ctx and block size <= 2^30, few enough heads for the grid. */

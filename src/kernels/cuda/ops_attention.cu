@@ -175,12 +175,14 @@ oct_attn_args attn_args(const uint16_t *qkv, int64_t n_q, int64_t n_kv, int64_t 
 
 } // namespace
 
-extern "C" oct_status oct_cuda_attention(
-    const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d, const int32_t *row_seq,
-    const int32_t *row_pos, const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
-    int kv_dtype, const void *k_cache, const void *v_cache, float k_scale, float v_scale,
-    float scale, int64_t sliding_window, int64_t max_ctx, const int32_t *tiles, int64_t n_tiles,
-    const int32_t *drows, int64_t n_drows, uint16_t *out, void *ws, size_t ws_bytes, void *stream)
+extern "C" oct_status
+oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
+                   const int32_t *row_seq, const int32_t *row_pos, const int32_t *block_tables,
+                   int64_t max_blocks, int64_t block_size, int kv_dtype, const void *k_cache,
+                   const void *v_cache, float k_scale, float v_scale, float scale,
+                   int64_t sliding_window, int64_t max_ctx, const int32_t *tiles, int64_t n_tiles,
+                   const int32_t *drows, int64_t n_drows, uint16_t *out, const oct_cuda_act *act,
+                   void *ws, size_t ws_bytes, void *stream)
 {
     const bool ptrs_ok = qkv && row_seq && row_pos && block_tables && k_cache && v_cache && out;
     const bool lists_ok = n_tiles == 0 || (tiles && (n_drows == 0 || drows));
@@ -197,6 +199,16 @@ extern "C" oct_status oct_cuda_attention(
                   k_cache, v_cache, k_scale, v_scale, scale, sliding_window, max_ctx, out);
     a.tiles = tiles;
     a.n_tiles = n_tiles;
+    a.act.kind = OCT_CUDA_ACT_BF16;
+    if (act && act->kind != OCT_CUDA_ACT_BF16) { // decode rows write the FP8 input of o_proj
+        if ((act->kind != OCT_CUDA_ACT_FP8_ROW && act->kind != OCT_CUDA_ACT_FP8_GROUP128) ||
+            !act->q || !act->scale || ((uintptr_t)act->q & 7u) ||
+            !oct_cuda_attention_act_fits(m, n_q * d, n_tiles))
+            return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                     "attention: FP8 output (kind %d) of %lld rows, %lld tiles",
+                                     act->kind, (long long)m, (long long)n_tiles);
+        a.act = *act;
+    }
     cudaStream_t st = oct_cuda_stream(stream);
     if (m == 0 || n_tiles == 0 || !oct_cuda_attention_prefill_fits(&a)) {
         s = oct_cuda_attention_decode_setup(&a, nullptr, m, ws, ws_bytes);

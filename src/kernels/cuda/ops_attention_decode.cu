@@ -17,14 +17,16 @@
 // FP8 codes are widened in registers (exact in half precision) and their
 // scales applied once: s = (q . code_k) * (scale * k_scale),
 // out = (sum p code_v) * v_scale / sum p.
+#include <stdlib.h>
+
 #include "kernels/cuda/attention_decode.h"
 
 namespace
 {
 
-constexpr int kChunk = 8;                 // positions per warp chunk (4 per half-warp)
-constexpr int kPer = kChunk / 2;          // positions per half-warp per chunk
-constexpr int kMinPart = kWarps * kChunk; // partition lengths are multiples of this
+constexpr int kPosChunk = 8;                 // positions per warp chunk (4 per half-warp)
+constexpr int kPer = kPosChunk / 2;          // positions per half-warp per chunk
+constexpr int kMinPart = kWarps * kPosChunk; // partition lengths are multiples of this
 
 // 8 elements of a K or V row: FP8 codes (two words) or bf16 (two uint2).
 template <bool FP8> struct Raw;
@@ -206,15 +208,18 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
     oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
     oct_pdl_wait();
     Dec b;
-    if (!locate(a, GC, kMinPart, b))
+    if (!locate(a, GC, kMinPart, b)) {
+        if (b.wrote)
+            row_done(b);
         return;
+    }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int half = lane >> 4, sub = lane & 15;
     const int64_t d = a.d;
     load_bt(b); // q is requested meanwhile
     Chunk<NC, FP8> cur, next;
-    const int64_t step = (int64_t)kWarps * kChunk;
-    int64_t c0 = b.js + warp * kChunk;
+    const int64_t step = (int64_t)kWarps * kPosChunk;
+    int64_t c0 = b.js + warp * kPosChunk;
     State<NC, GC> s;
     const uint16_t *qrow = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * d;
     // q pre-scaled so scores come out in the log2 domain: exp2(s - m) = e^(...)
@@ -281,9 +286,28 @@ template <int NC> cudaError_t launch_g(const oct_attn_args &a, dim3 grid, cudaSt
     }
 }
 
+// OCTET_CUDA_ATTN_PART_MIN: the fewest positions a decode partition takes
+// (0, the default: one block step).
+int part_min_knob(void)
+{
+    static const int v = [] {
+        const char *e = getenv("OCTET_CUDA_ATTN_PART_MIN");
+        const int x = e ? atoi(e) : 0;
+        return x > 0 && x <= (1 << 20) ? x : 0;
+    }();
+    return v;
+}
+
+// Merge counters (kMergeRows x n_q), then the row counters of a quantized output.
 size_t cnt_bytes(int64_t n_q)
 {
-    return ((size_t)kMergeRows * (size_t)n_q * sizeof(int) + 15u) & ~(size_t)15u;
+    return ((size_t)kMergeRows * (size_t)(n_q + 1) * sizeof(int) + 15u) & ~(size_t)15u;
+}
+
+// The bf16 scratch of a quantized output: kMergeRows rows of n_q * d.
+size_t scratch_bytes(int64_t n_q, int64_t d)
+{
+    return (size_t)kMergeRows * (size_t)(n_q * d) * sizeof(uint16_t);
 }
 
 // Partition slots of a call with n rows (0: one partition, no workspace).
@@ -295,6 +319,12 @@ size_t slots_for(int64_t n, int64_t n_q)
 
 } // namespace
 
+extern "C" bool oct_cuda_attention_act_fits(int64_t n, int64_t qd, int64_t n_tiles)
+{
+    return n_tiles == 0 && n > 0 && n <= kMergeRows && qd % kChunk == 0 &&
+           qd <= (int64_t)kThreads * kChunk * kActCpt;
+}
+
 size_t oct_cuda_attention_decode_ws_bytes(int64_t m, int64_t n_q, int64_t d)
 {
     size_t most = 0;
@@ -303,7 +333,8 @@ size_t oct_cuda_attention_decode_ws_bytes(int64_t m, int64_t n_q, int64_t d)
         const size_t s = slots_for(n <= m ? n : m, n_q);
         most = s > most ? s : most;
     }
-    return most ? cnt_bytes(n_q) + most * (size_t)(d + 2) * sizeof(float) : 0;
+    return most ? cnt_bytes(n_q) + scratch_bytes(n_q, d) + most * (size_t)(d + 2) * sizeof(float)
+                : 0;
 }
 
 oct_status oct_cuda_attention_decode_setup(oct_attn_args *a, const int32_t *rows, int64_t n,
@@ -318,18 +349,28 @@ oct_status oct_cuda_attention_decode_setup(oct_attn_args *a, const int32_t *rows
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "attention: %lld KV heads, %lld rows",
                                  (long long)a->n_kv, (long long)n);
     const size_t slots = slots_for(n, a->n_q);
-    const size_t need = slots ? cnt_bytes(a->n_q) + slots * (size_t)(a->d + 2) * sizeof(float) : 0;
+    const bool quant = a->act.kind != OCT_CUDA_ACT_BF16;
+    const size_t head = cnt_bytes(a->n_q) + scratch_bytes(a->n_q, a->d);
+    const size_t need = slots || quant ? head + slots * (size_t)(a->d + 2) * sizeof(float) : 0;
     if (need > 0 && (!ws || ws_bytes < need || ((uintptr_t)ws & 15u)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
                                  "attention: workspace of %zu bytes at %p (needs %zu, aligned)",
                                  ws_bytes, ws, need);
-    float *f =
-        need ? reinterpret_cast<float *>(static_cast<char *>(ws) + cnt_bytes(a->n_q)) : nullptr;
+    if (quant && !oct_cuda_attention_act_fits(n, a->n_q * a->d, 0))
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                 "attention: FP8 output of %lld rows of %lld (kind %d)",
+                                 (long long)n, (long long)(a->n_q * a->d), (int)a->act.kind);
+    if (quant) {
+        a->row_cnt = reinterpret_cast<int *>(ws) + kMergeRows * a->n_q;
+        a->out = reinterpret_cast<uint16_t *>(static_cast<char *>(ws) + cnt_bytes(a->n_q));
+    }
+    float *f = slots ? reinterpret_cast<float *>(static_cast<char *>(ws) + head) : nullptr;
     a->ws_cnt = need ? ws : nullptr;
     a->ws_m = f;
-    a->ws_l = need ? f + slots : nullptr;
-    a->ws_acc = need ? f + 2 * slots : nullptr;
+    a->ws_l = slots ? f + slots : nullptr;
+    a->ws_acc = slots ? f + 2 * slots : nullptr;
     a->max_parts = maxp_for(n);
+    a->part_min = part_min_knob();
     a->group = (int)group;
     a->gsplit = (int)gsplit;
     a->gc = gc;

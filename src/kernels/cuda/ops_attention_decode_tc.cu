@@ -260,8 +260,11 @@ __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn
     oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
     oct_pdl_wait();
     Dec b;
-    if (!locate(a, GC, kStep, b))
+    if (!locate(a, GC, kStep, b)) {
+        if (b.wrote)
+            row_done(b);
         return;
+    }
     const int warp = threadIdx.x >> 5;
     load_bt(b); // q is requested meanwhile
     TcState s;
