@@ -28,16 +28,11 @@
 // The first batch of weights is requested before griddepcontrol.wait: launched
 // with programmatic dependent launch after the activation quantizer, the weight
 // stream starts while the quantizer is still running.
-#include <stdlib.h>
-#include <string.h>
-
-#include <mutex>
-
 #include "kernels/cuda/cuda_impl.h"
 
 // Measured on the H200 (docs/BENCHMARKS.md): the register-streaming kernel beat the
-// bulk-copy one at every M, so it is the default (OCTET_CUDA_GEMV=tma or the
-// context knob "gemv_tma" selects the other).
+// bulk-copy one at every M, so it is the default (OCTET_CUDA_GEMV=tma, read by
+// oct_cuda_ctx_create, or the context knob "gemv_tma" selects the other).
 int oct_cuda_gemv_use_tma = 0;
 // L2 evict_first for the weight stream (cuda_impl.h, oct_l2_policy); 0: no L2 hint.
 int oct_cuda_gemv_evict_first = 1;
@@ -188,12 +183,6 @@ oct_status oct_cuda_gemv_w8a8_launch_strided(int64_t m, int64_t n, int64_t k, co
     if (k % 128 != 0 || n > INT32_MAX / 2 || k > INT32_MAX / 2 ||
         (((uintptr_t)a | (uintptr_t)w) & 15u))
         return OCT_ERR_UNSUPPORTED;
-    static std::once_flag env_once;
-    std::call_once(env_once, [] {
-        const char *env = getenv("OCTET_CUDA_GEMV");
-        if (env && !strcmp(env, "tma"))
-            oct_cuda_gemv_use_tma = 1;
-    });
     // (the bulk-copy variant reads block scales as [m][k/128] only)
     const bool tma = oct_cuda_gemv_use_tma && k % 1024 == 0 && oct_cuda_device_is_sm90() &&
                      (kind != OCT_SCALE_BLOCK128 || (sa_rs == k / 128 && sa_ks == 1));

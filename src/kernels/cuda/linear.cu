@@ -90,6 +90,10 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     env = getenv("OCTET_CUDA_GEMV_FUSED_MAX_M");
     if (env && *env)
         c->gemv_fused_max_m = atoll(env);
+    // (process-wide, as the "gemv_tma" key; set before any path is chosen)
+    env = getenv("OCTET_CUDA_GEMV");
+    if (env && !strcmp(env, "tma"))
+        oct_cuda_gemv_use_tma = 1;
     cublasLtHandle_t h = NULL;
     const float one = 1.0f;
     if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) {
