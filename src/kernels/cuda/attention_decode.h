@@ -55,7 +55,7 @@ struct Dec {
     int64_t t, x;      // batch row, block row (workspace index)
     int kvh, h0, ng;   // KV head, first query head, query heads of the block
     int64_t js, je;    // the partition's positions [js, je)
-    bool wrote;        // (a partition past none) the block wrote a padding row's output
+    bool wrote;        // locate() false, yet the block wrote a padding row's output
     int nparts, part;  // partitions of the row, this one
     int blk0;          // the first block-table entry of the partition (sm_bt[0])
 };
