@@ -1093,7 +1093,9 @@ static double attn_err(const struct attn_fix *f, const int64_t *list, int64_t n,
 /* The decode kernel that rows of head size d take (oct_cuda_attn_decode_tc set). */
 static const char *dec_kernel(int64_t d)
 {
-    return oct_cuda_attn_decode_tc && d == 128 ? "tensor-core" : "CUDA-core";
+    return !oct_cuda_attn_decode_tc || d != 128 ? "CUDA-core"
+           : oct_cuda_attn_decode_staged == 1   ? "tensor-core staged"
+                                                : "tensor-core";
 }
 
 static void run_attention(const struct attn_case *c)
@@ -1203,12 +1205,15 @@ static void test_attention(void)
         /* d 256 run: the decode kernel for every row even when planned */
         {16, 2, 256, 0, false, 2, {100, 300}, 1, .pre_from = 200},
     };
-    /* every case with the default decode kernels (head size 128: tensor cores),
-     * then the head-size-128 ones on the CUDA-core decode kernel */
-    for (int tc = 1; tc >= 0; tc--) {
-        oct_cuda_attn_decode_tc = tc;
+    /* every case with the default decode kernels (head size 128: tensor cores,
+     * K/V into registers at these row counts), then the head-size-128 ones on
+     * the tensor-core kernel with K/V staged through shared memory, and on the
+     * CUDA-core decode kernel */
+    for (int pass = 0; pass < 3; pass++) {
+        oct_cuda_attn_decode_tc = pass < 2;
+        oct_cuda_attn_decode_staged = pass == 1 ? 1 : -1;
         for (size_t i = 0; i < OCT_ARRAY_LEN_T(cases); i++)
-            if (tc || cases[i].d == 128)
+            if (pass == 0 || cases[i].d == 128)
                 run_attention(&cases[i]);
     }
     oct_cuda_attn_decode_tc = -1;

@@ -24,6 +24,14 @@
 #              (tools/pack_device.sh --tokenizer makes it)
 #   T_OPS, T_MEMCHECK, T_MODEL, T_MOE_OPS, T_MOE_MODEL, T_SERVER, T_BENCH, T_SERVE,
 #   T_PROFILE  time limits in seconds
+# Step "batch": `octet bench batch` on the Llama-3-8B shape (/tmp/llama8b, written by
+# bench_e2e.py's make_model when missing): decode steps of BATCHES (default
+# 1,16,64,256) sequences in lockstep at prompt 512, for each scheme of BATCH_Q
+# (default "bf16 fp8"), KV cache dtype of BATCH_KV (default auto) and environment of
+# BATCH_VARIANTS (default "-": none; e.g. "OCTET_CUDA_ATTN_STAGED=0 OCTET_CUDA_ATTN_STAGED=1"),
+# a JSON line per batch size in batch_<scheme>_<kv>_<variant>.jsonl.
+# Step "batchprofile": Nsight Compute kernel times of one eager decode step of
+# each batch size of PROFILE_BATCHES (default "64 256"), scheme PROFILE_Q.
 # Step "moebench": bench/cuda/bench_moe.py for each model of MOE_BENCH (default
 # "qwen3 mixtral"), MOE_ARGS its extra arguments, T_MOE_BENCH the limit of each.
 # Step "moeprofile": Nsight Compute kernel times of the Qwen3-shaped model with
@@ -143,6 +151,42 @@ if want serve; then
         --tokenizer /tmp/llama3_tok --out "$OUT" $SERVE_ARGS >"$OUT/serve.log" 2>&1
     echo "serve rc=$?" | tee -a "$OUT/serve.log"
     tail -45 "$OUT/serve.log"
+fi
+if want batch || want batchprofile; then
+    [ -f /tmp/llama8b/config.json ] || PYTHONPATH=bench/cuda python3 -c \
+        "import bench_e2e; bench_e2e.make_model('/tmp/llama8b')" >"$OUT/make_model.log" 2>&1
+fi
+if want batch; then
+    # each variant of BATCH_VARIANTS ("-": none) is an environment assignment, e.g.
+    # OCTET_CUDA_ATTN_STAGED=0; BATCH_KV: --kv-cache-dtype values ("auto fp8")
+    for q in ${BATCH_Q:-bf16 fp8}; do
+        for kv in ${BATCH_KV:-auto}; do
+            for v in ${BATCH_VARIANTS:--}; do
+                f="$OUT/batch_${q}_${kv}_${v//[^A-Za-z0-9_]/_}.jsonl"
+                stamp "octet bench batch $q kv $kv $v --batch ${BATCHES:=1,16,64,256}"
+                env $([ "$v" = - ] || echo "$v") timeout ${T_BATCH:-300} "$D/octet" bench batch \
+                    --model /tmp/llama8b --device cuda $([ "$q" = bf16 ] || echo --quantization "$q") \
+                    --kv-cache-dtype "$kv" --batch "$BATCHES" --prompt 512 --decode 32 --json \
+                    >"$f" 2>"${f%.jsonl}.err"
+                echo "bench batch rc=$?"
+                cat "$f"
+            done
+        done
+    done
+fi
+if want batchprofile; then
+    # passes: the untimed prompt (0), B prompts (1..B), 4 untimed steps, then timed ones
+    for B in ${PROFILE_BATCHES:-64 256}; do
+        stamp "ncu: decode step of $B rows, ${PROFILE_Q:-fp8}, eager"
+        OCTET_CUDA_PROFILE_PASS=$((B + 6)) timeout ${T_PROFILE:-300} ncu --profile-from-start off \
+            --clock-control none --cache-control ${NCU_CACHE:-all} --metrics gpu__time_duration.sum \
+            --csv "$D/octet" bench batch --model /tmp/llama8b --device cuda --enforce-eager \
+            --quantization "${PROFILE_Q:-fp8}" --batch "$B" --prompt 512 --decode 8 \
+            >"$OUT/ncu_batch_$B.csv" 2>"$OUT/ncu_batch_$B.err"
+        echo "ncu rc=$?"
+        python3 bench/cuda/ncu_summary.py "$OUT/ncu_batch_$B.csv" |
+            tee "$OUT/ncu_summary_batch_$B.txt" | head -25
+    done
 fi
 if want profile && [ -f /tmp/llama8b/config.json ]; then
     # with --warmup the passes are: the prompt (0), 4 decode steps (1-4; kernel

@@ -359,6 +359,11 @@ extern int oct_cuda_moe_wgmma;
  * fits (head size 128); 1: the tensor-core one; -1 (default): from
  * OCTET_CUDA_ATTN_TC (on unless "0").  Process-wide; tests and A/B runs. */
 extern int oct_cuda_attn_decode_tc;
+/* The tensor-core decode kernel's K/V reads: 1 staged through a shared-memory
+ * ring (cp.async, several tiles in flight per warp), 0 into registers (one tile
+ * ahead); -1 (default): from OCTET_CUDA_ATTN_STAGED, else staged for calls of
+ * more than 64 rows.  Process-wide; tests and A/B runs. */
+extern int oct_cuda_attn_decode_staged;
 /* y [n, H] bf16 = sum_j wts[t, j] * eo[pair_row[t, j]] (f32 sums, slot order). */
 oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, const float *wts,
                                 int64_t n, int64_t k, int64_t H, uint16_t *y, void *stream);

@@ -11,6 +11,7 @@
 #include <float.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_api.h"
@@ -290,6 +291,22 @@ __device__ __forceinline__ void oct_cp_async_commit()
 __device__ __forceinline__ void oct_cp_async_wait_all()
 {
     asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+/* Raises kernel K's dynamic shared-memory limit to bytes, once per device
+ * and instance. */
+template <auto K> cudaError_t oct_cuda_smem_limit(int bytes)
+{
+    static std::atomic<uint32_t> ready{0}; /* one bit per device */
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    const uint32_t bit = dev >= 0 && dev < 32 ? 1u << dev : 0u;
+    if (e == cudaSuccess && !(bit && (ready.load(std::memory_order_relaxed) & bit))) {
+        e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        if (e == cudaSuccess)
+            ready.fetch_or(bit);
+    }
+    return e;
 }
 
 /* Waits until at most N of this thread's commit groups are in flight. */

@@ -20,6 +20,11 @@
 //      and g+8 of m-tile i are elements 16g + 2i and 16g + 2i + 1, each fragment
 //      word pairing one element of two rows (a byte permute), so lane (g, t) ends
 //      with heads 2t, 2t+1 at elements [16g, +16).
+// K/V reach registers one of two ways: each warp loads its next tile into
+// registers while it computes the current one, or (calls of many rows, where
+// a block walks a whole row's context) copies tiles S - 1 steps ahead into a
+// shared-memory ring by cp.async (run_staged), so more bytes are in flight
+// without the registers to hold them.
 // E4M3 codes are widened to f16 (exact), q and P rounded to f16; with a bf16
 // cache q, K, V and P are bf16.  Scales as in the CUDA-core kernel:
 // s = (q . code_k) * scale * k_scale, out = (sum p code_v) * v_scale / sum p.
@@ -39,19 +44,46 @@ constexpr uint32_t kHalfHi = 0x7632u; // x.hi y.hi
 // vectors for E4M3, 4 for bf16); vr[r] rows 2t, 2t+1, 2t+8, 2t+9, W/2 vectors each.
 template <bool FP8> struct Tile {
     static constexpr int W = FP8 ? 2 : 4;
+    static constexpr int N = 4 * W; // 16-byte vectors per lane
     uint4 kr[2 * W];
     uint4 vr[4][W / 2];
 };
 
-// The tile's rows from position j0 on; rows at or past the partition's end are zeros.
-template <bool FP8> __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Tile<FP8> &c)
+// The staged pipeline: each warp copies its tiles S - 1 steps ahead into its own
+// ring of S slots in shared memory (cp.async, no registers held while in
+// flight); slot vector i of lane l is at [i][l], and a lane reads back only what
+// it copied itself, so no barrier is needed between the copy and the read.
+template <bool FP8> constexpr int kStages = FP8 ? 4 : 3;
+template <bool FP8> constexpr int kSlot = Tile<FP8>::N * 32; // uint4 per slot
+template <bool FP8> constexpr size_t ring_bytes()
+{
+    return sizeof(uint4) * kWarps * kStages<FP8> * kSlot<FP8>;
+}
+
+extern __shared__ uint4 sm_ring[];
+
+// 16 bytes from src into shared memory at dst; zeros when !valid (src is then
+// only an address nothing reads).  Through L1 (.ca): one copy takes 16 bytes of
+// each 32-byte sector, and the lane's next copy the other half, which L1 then
+// holds instead of L2 sending the sector twice.
+__device__ __forceinline__ void cp16_or_zero(uint4 *dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(oct_smem_u32(dst)),
+                 "l"(__cvta_generic_to_global(src)), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+// The tile's rows from position j0 on (rows at or past the partition's end are
+// zeros): put(i, p) takes vector i of the lane (K: 0 .. 2W, V: 2W + r * W/2 + w)
+// from p, or zeros where p is null.
+template <bool FP8, class Put>
+__device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Put put)
 {
     constexpr int W = Tile<FP8>::W, ES = FP8 ? 1 : 2; // vectors per K row part, element bytes
     const oct_attn_args &a = *b.a;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const uint8_t *kc = static_cast<const uint8_t *>(a.kc),
                   *vc = static_cast<const uint8_t *>(a.vc);
-    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t j = j0 + 8 * h + g;
@@ -59,7 +91,7 @@ template <bool FP8> __device__ __forceinline__ void fetch(const Dec &b, int64_t 
             j < b.je ? reinterpret_cast<const uint4 *>(kc + (kv_row(b, j) + 32 * t) * ES) : nullptr;
 #pragma unroll
         for (int w = 0; w < W; w++)
-            c.kr[h * W + w] = p ? __ldg(p + w) : z;
+            put(h * W + w, p ? p + w : nullptr);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -68,8 +100,46 @@ template <bool FP8> __device__ __forceinline__ void fetch(const Dec &b, int64_t 
             j < b.je ? reinterpret_cast<const uint4 *>(vc + (kv_row(b, j) + 16 * g) * ES) : nullptr;
 #pragma unroll
         for (int w = 0; w < W / 2; w++)
-            c.vr[r][w] = p ? __ldg(p + w) : z;
+            put(2 * W + r * (W / 2) + w, p ? p + w : nullptr);
     }
+}
+
+// The tile into registers.
+template <bool FP8>
+__device__ __forceinline__ void fetch_regs(const Dec &b, int64_t j0, Tile<FP8> &c)
+{
+    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+    fetch<FP8>(b, j0, [&](int i, const uint4 *p) {
+        uint4 &v = i < 2 * Tile<FP8>::W ? c.kr[i]
+                                        : c.vr[(i - 2 * Tile<FP8>::W) / (Tile<FP8>::W / 2)]
+                                              [(i - 2 * Tile<FP8>::W) % (Tile<FP8>::W / 2)];
+        v = p ? __ldg(p) : z;
+    });
+}
+
+// The tile into a ring slot (cp.async; the caller commits the group).
+template <bool FP8>
+__device__ __forceinline__ void fetch_slot(const Dec &b, int64_t j0, uint4 *slot)
+{
+    const int lane = threadIdx.x & 31;
+    const void *any = b.a->kc;
+    fetch<FP8>(b, j0,
+               [&](int i, const uint4 *p) { cp16_or_zero(slot + i * 32 + lane, p ? p : any, p); });
+}
+
+// A ring slot's tile into registers.
+template <bool FP8> __device__ __forceinline__ void unstage(const uint4 *slot, Tile<FP8> &c)
+{
+    constexpr int W = Tile<FP8>::W;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < 2 * W; i++)
+        c.kr[i] = slot[i * 32 + lane];
+#pragma unroll
+    for (int r = 0; r < 4; r++)
+#pragma unroll
+        for (int w = 0; w < W / 2; w++)
+            c.vr[r][w] = slot[(2 * W + r * (W / 2) + w) * 32 + lane];
 }
 
 // Word i (0..15 E4M3, 0..31 bf16) of a lane's uint4 vectors.
@@ -254,7 +324,74 @@ __device__ __forceinline__ void stash(const TcState &s, float (*sm_m)[GC], float
     }
 }
 
-template <int GC, bool FP8>
+// Calls of more rows than this read K/V staged (oct_cuda_attn_decode_staged -1).
+// Measured on the H200, 8B decode steps at 512 positions: staged 2-6% faster at
+// 256 rows (one partition per row, many blocks per SM), even within noise at 64,
+// 1 and 16 rows, where a block's partition is a few tiles.
+constexpr unsigned kStagedAbove = 64;
+
+bool staged_for_rows(unsigned rows)
+{
+    static bool env_read = false;
+    if (oct_cuda_attn_decode_staged < 0 && !env_read) {
+        env_read = true;
+        const char *e = getenv("OCTET_CUDA_ATTN_STAGED");
+        if (e && *e)
+            oct_cuda_attn_decode_staged = strcmp(e, "0") != 0;
+    }
+    return oct_cuda_attn_decode_staged >= 0 ? oct_cuda_attn_decode_staged != 0
+                                            : rows > kStagedAbove;
+}
+
+// The partition's tiles through scores and accumulate, each warp taking tiles
+// warp, warp + 4, ...: register double buffering (one tile in flight while the
+// warp computes the one before).
+template <bool FP8> __device__ __forceinline__ void run_regs(const Dec &b, TcState &s, float sk)
+{
+    Tile<FP8> cur, next;
+    int64_t j0 = b.js + (threadIdx.x >> 5) * kTile;
+    if (j0 < b.je)
+        fetch_regs<FP8>(b, j0, cur);
+    for (; j0 < b.je; j0 += kStep) {
+        if (j0 + kStep < b.je)
+            fetch_regs<FP8>(b, j0 + kStep, next);
+        float sc[4];
+        scores<FP8>(b, s, cur, j0, sk, sc);
+        accumulate<FP8>(s, cur, sc);
+        cur = next;
+    }
+}
+
+// The same through the warp's shared-memory ring: S - 1 tiles in flight.
+template <bool FP8> __device__ __forceinline__ void run_staged(const Dec &b, TcState &s, float sk)
+{
+    constexpr int S = kStages<FP8>;
+    uint4 *ring = sm_ring + (size_t)(threadIdx.x >> 5) * S * kSlot<FP8>;
+    const int64_t jw = b.js + (threadIdx.x >> 5) * kTile;
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (jw + i * kStep < b.je)
+            fetch_slot<FP8>(b, jw + i * kStep, ring + i * kSlot<FP8>);
+        oct_cp_async_commit();
+    }
+    int slot = 0;
+    for (int64_t j0 = jw; j0 < b.je; j0 += kStep) {
+        const int64_t jn = j0 + (int64_t)(S - 1) * kStep; // into the slot read last step
+        if (jn < b.je)
+            fetch_slot<FP8>(b, jn, ring + (slot == 0 ? S - 1 : slot - 1) * kSlot<FP8>);
+        oct_cp_async_commit();
+        oct_cp_async_wait<S - 1>(); // this step's tile has landed
+        Tile<FP8> cur;
+        unstage<FP8>(ring + slot * kSlot<FP8>, cur);
+        float sc[4];
+        scores<FP8>(b, s, cur, j0, sk, sc);
+        accumulate<FP8>(s, cur, sc);
+        slot = slot + 1 == S ? 0 : slot + 1;
+    }
+    oct_cp_async_wait_all();
+}
+
+template <int GC, bool FP8, bool STAGED>
 __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn_args a)
 {
     oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
@@ -265,41 +402,55 @@ __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn
             row_done(b);
         return;
     }
-    const int warp = threadIdx.x >> 5;
     load_bt(b); // q is requested meanwhile
     TcState s;
     load_q<FP8>(b, s);
     const float sk = (a.fp8 ? a.scale * a.k_scale : a.scale) * kLog2e;
     __syncthreads(); // sm_bt
-    Tile<FP8> cur, next;
-    int64_t j0 = b.js + warp * kTile;
-    if (j0 < b.je)
-        fetch<FP8>(b, j0, cur);
-    for (; j0 < b.je; j0 += kStep) {
-        if (j0 + kStep < b.je)
-            fetch<FP8>(b, j0 + kStep, next);
-        float sc[4];
-        scores<FP8>(b, s, cur, j0, sk, sc);
-        accumulate<FP8>(s, cur, sc);
-        cur = next;
-    }
-    __shared__ float sm_m[kWarps][GC], sm_l[kWarps][GC];
-    __shared__ float sm_acc[kWarps][GC][128];
+    if constexpr (STAGED)
+        run_staged<FP8>(b, s, sk);
+    else
+        run_regs<FP8>(b, s, sk);
+    // the warps' states, in the ring's memory once every warp is done with it
+    __syncthreads();
+    float(*sm_m)[GC] = reinterpret_cast<float(*)[GC]>(sm_ring);
+    float(*sm_l)[GC] = sm_m + kWarps;
+    float(*sm_acc)[GC][128] = reinterpret_cast<float(*)[GC][128]>(sm_l + kWarps);
     stash<GC>(s, sm_m, sm_l, sm_acc);
     __syncthreads();
     finish<1, GC>(b, sm_m, sm_l, sm_acc);
 }
 
+// Shared memory of a launch: the ring (staged) or the warps' states alone.
+template <int GC, bool FP8> constexpr size_t smem_bytes(bool staged)
+{
+    const size_t st = (size_t)kWarps * GC * (2 + 128) * sizeof(float);
+    return staged && ring_bytes<FP8>() > st ? ring_bytes<FP8>() : st;
+}
+
+template <int GC, bool FP8>
+cudaError_t launch_as(const oct_attn_args &a, dim3 grid, cudaStream_t st)
+{
+    const bool staged = staged_for_rows(grid.x);
+    auto kern = staged ? attn_decode_tc<GC, FP8, true> : attn_decode_tc<GC, FP8, false>;
+    const size_t smem = smem_bytes<GC, FP8>(staged);
+    cudaError_t e =
+        staged ? oct_cuda_smem_limit<attn_decode_tc<GC, FP8, true>>((int)smem) : cudaSuccess;
+    if (e != cudaSuccess)
+        return e;
+    return oct_launch_pdl(kern, grid, kThreads, smem, st, oct_cuda_ops_pdl(), a);
+}
+
 template <int GC> cudaError_t launch(const oct_attn_args &a, dim3 grid, cudaStream_t st)
 {
-    return oct_launch_pdl(a.fp8 ? attn_decode_tc<GC, true> : attn_decode_tc<GC, false>, grid,
-                          kThreads, 0, st, oct_cuda_ops_pdl(), a);
+    return a.fp8 ? launch_as<GC, true>(a, grid, st) : launch_as<GC, false>(a, grid, st);
 }
 
 } // namespace
 
 // -1: from OCTET_CUDA_ATTN_TC (on unless "0").
 extern "C" int oct_cuda_attn_decode_tc = -1;
+extern "C" int oct_cuda_attn_decode_staged = -1;
 
 bool oct_cuda_attention_decode_tc_fits(const oct_attn_args *a)
 {

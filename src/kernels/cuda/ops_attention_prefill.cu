@@ -38,7 +38,6 @@
 // H200, 8192 positions, 32 / 8 heads: bf16 M 2 2.12 ms per layer, M 1 2.20.
 #include "kernels/cuda/cuda_impl.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -561,19 +560,10 @@ template <int D, int HG, int M, bool FP8>
 cudaError_t launch(const oct_attn_args &a, cudaStream_t st)
 {
     using C = Cfg<D, HG, M, FP8>;
-    auto kern = attn_prefill_kernel<D, HG, M, FP8>;
-    static std::atomic<unsigned> ready{0}; // the shared-memory limit is set, per device
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
+    constexpr auto kern = attn_prefill_kernel<D, HG, M, FP8>;
+    const cudaError_t e = oct_cuda_smem_limit<kern>((int)C::SMEM);
     if (e != cudaSuccess)
         return e;
-    const unsigned bit = dev < 32 ? 1u << dev : 0u;
-    if (!bit || !(ready.load() & bit)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
-        if (e != cudaSuccess)
-            return e;
-        ready.fetch_or(bit);
-    }
     const dim3 grid((unsigned)a.n_tiles, (unsigned)(a.n_q / HG));
     kern<<<grid, C::THREADS, C::SMEM, st>>>(a);
     return cudaGetLastError();

@@ -290,6 +290,7 @@ oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t 
 
 int oct_cuda_moe_wgmma = 1;
 int oct_cuda_attn_decode_tc = -1;
+int oct_cuda_attn_decode_staged = -1;
 
 oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream)
 {
