@@ -33,7 +33,6 @@
 // (128 bytes = 64 values: the mma is m16n8k16).  Activation scales for FP8:
 // sa[row(r) * sa_rs] per row (sa_rs = 0: one per-tensor scale) or, with block
 // weights, sa[row(r) * sa_rs + kb * sa_ks] per 1x128 group.
-#include <atomic>
 
 #include "kernels/cuda/cuda_impl.h"
 #include "kernels/cuda/hopper.h"
@@ -503,15 +502,7 @@ __global__ void __launch_bounds__(256, 2) moe_gemm_wgmma(oct_cuda_moe_gemm_args 
 template <auto K>
 cudaError_t launch_tiles(const oct_cuda_moe_gemm_args *p, int smem, cudaStream_t st)
 {
-    static std::atomic<uint32_t> ready{0}; // one bit per device
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    const uint32_t bit = dev >= 0 && dev < 32 ? 1u << dev : 0u;
-    if (e == cudaSuccess && !(bit && (ready.load(std::memory_order_relaxed) & bit))) {
-        e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e == cudaSuccess)
-            ready.fetch_or(bit);
-    }
+    const cudaError_t e = oct_cuda_smem_limit<K>(smem);
     if (e != cudaSuccess)
         return e;
     const dim3 grid((unsigned)p->max_tiles, (unsigned)((p->n + kTN - 1) / kTN));
