@@ -11,6 +11,7 @@
 #   tools/pack_device.sh tests/test_backend_ops tests/test_model_device
 #
 # Logs and JSON go to $OUT (default build/cuda_bench/e2e).  Knobs:
+#   DEVPACK    the pack to run (default build/devpack.tar.xz)
 #   E2E_ARGS   arguments of bench_e2e.py (default: --quick --no-torch)
 #   STEPS      which parts run (default: "ops memcheck model bench profile")
 #   PROFILES   the profiled passes, kind:prompt (default "decode:512 decode:8192
@@ -37,6 +38,10 @@
 # Step "moeprofile": Nsight Compute kernel times of the Qwen3-shaped model with
 # 4 of its layers (the same layer shapes; a load under ncu is slow per
 # kernel): decode step and 512-token prefill, BF16 and fp8.
+# Step "ab": bench/cuda/ab_knob.py on the Llama-3-8B shape for each case of AB_CASES
+# (default "fp8:512:auto bf16:512:auto"; scheme:prompt:kv), the environment knob AB_KNOB
+# (required, e.g. OCTET_CUDA_OPS_PDL), each pair of AB_PAIRS ("off:on", default "0:1"),
+# AB_ROUNDS rounds (default 2); the lines go to ab_<knob>.txt.
 # Step "moe": test_backend_moe (and memcheck on it), then the MoE models of
 # tools/make_moe_device_models.py through test_model_device (OCTET_MOE_MODELS).
 set -uo pipefail
@@ -48,7 +53,7 @@ stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 X=/tmp/octet_devpack
-rm -rf "$X" && mkdir -p "$X" && tar xJf build/devpack.tar.xz -C "$X" || exit 1
+rm -rf "$X" && mkdir -p "$X" && tar xf "${DEVPACK:-build/devpack.tar.xz}" -C "$X" || exit 1
 D=$X/devpack
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv \
     >"$OUT/gpu.txt" 2>&1
@@ -152,7 +157,7 @@ if want serve; then
     echo "serve rc=$?" | tee -a "$OUT/serve.log"
     tail -45 "$OUT/serve.log"
 fi
-if want batch || want batchprofile; then
+if want batch || want batchprofile || want ab; then
     [ -f /tmp/llama8b/config.json ] || PYTHONPATH=bench/cuda python3 -c \
         "import bench_e2e; bench_e2e.make_model('/tmp/llama8b')" >"$OUT/make_model.log" 2>&1
 fi
@@ -171,6 +176,19 @@ if want batch; then
                 echo "bench batch rc=$?"
                 cat "$f"
             done
+        done
+    done
+fi
+if want ab; then
+    knob=${AB_KNOB:?step ab: set AB_KNOB}
+    for c in ${AB_CASES:-fp8:512:auto bf16:512:auto}; do
+        IFS=: read -r q P kv <<<"$c"
+        for pair in ${AB_PAIRS:-0:1}; do
+            stamp "ab_knob $knob ${pair%%:*} / ${pair##*:}: $q, prompt $P, KV $kv"
+            timeout ${T_AB:-300} python3 bench/cuda/ab_knob.py --octet "$D/octet" --model /tmp/llama8b \
+                --knob "$knob" --off "${pair%%:*}" --on "${pair##*:}" --prompt "$P" \
+                --rounds "${AB_ROUNDS:-2}" $([ "$q" = bf16 ] || echo --quantization "$q") \
+                $([ "$kv" = auto ] || echo --kv "$kv") 2>&1 | tee -a "$OUT/ab_$knob.txt"
         done
     done
 fi

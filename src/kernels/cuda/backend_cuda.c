@@ -24,6 +24,7 @@
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/backend_cuda_moe.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/linear.h"
 
 /* A model constant's device copy, found by its host address. */
 typedef struct dev_const {
@@ -52,6 +53,9 @@ typedef struct cuda_be {
     /* OCTET_CUDA_PROFILE_PASS=N: the profiler's range covers forward pass N
      * (0-based), for ncu --profile-from-start off; -1: off */
     int64_t passes, profile_pass;
+    bool recording; /* a graph capture is open */
+    /* OCTET_CUDA_SKIP: ops left out of recorded graphs (skip_op) */
+    char skip[128];
 } cuda_be;
 
 struct oct_backend_ws {
@@ -433,6 +437,26 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
 
 /* ---- ops -------------------------------------------------------------------- */
 
+/* OCTET_CUDA_SKIP, a profiling aid: a comma-separated list of ops left out
+ * of the graphs recorded (eager passes run them), so that what a replayed
+ * decode step loses without one is its share of the step.  The names:
+ * rmsnorm, rope, attention, silu, and a linear by the last part of its name
+ * (qkv_proj, o_proj, gate_up_proj, down_proj, lm_head).  The outputs are then
+ * meaningless, and an RMSNorm or SiLU-mul left out also leaves its linear
+ * without the FP8 input it writes (the linear then quantizes for itself). */
+static bool skip_op(const cuda_be *c, const char *name)
+{
+    if (!c->recording || !c->skip[0] || !name)
+        return false;
+    const char *dot = strrchr(name, '.');
+    const char *op = dot ? dot + 1 : name;
+    const size_t len = strlen(op);
+    for (const char *p = c->skip; len > 0 && (p = strstr(p, op)) != NULL; p += len)
+        if ((p == c->skip || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
+}
+
 static oct_status cu_embed(oct_backend *be, const oct_tensor *embed, int64_t n, int64_t H,
                            const int32_t *tokens, float mult, float *x, oct_error *err)
 {
@@ -477,6 +501,8 @@ static oct_status cu_rmsnorm(oct_backend *be, float *x, const void *add, float a
                              const oct_units *next, void *y, oct_error *err)
 {
     cuda_be *c = impl(be);
+    if (skip_op(c, "rmsnorm"))
+        return OCT_OK;
     const oct_cuda_act out = producer_out(c->cur, rows ? NULL : next, n, k, y);
     CK(oct_cuda_rmsnorm(x, add, add_mult, dev_of(c, w), rows ? c->cur->rows : NULL, n, k, eps, &out,
                         c->stream),
@@ -546,6 +572,8 @@ static oct_status cu_rope_store(oct_backend *be, const oct_attn_shape *a, oct_kv
                                 int64_t l, const oct_rows *rows, void *qkv, oct_error *err)
 {
     cuda_be *c = impl(be);
+    if (skip_op(c, "rope"))
+        return OCT_OK;
     if (kv->scales_pending[l]) {
         oct_status st = cu_rope_qk(be, a, rows, qkv, err);
         return st != OCT_OK ? st : cu_kv_store(be, a, kv, l, rows, qkv, err);
@@ -577,6 +605,8 @@ static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_at
 {
     const int64_t qd = a->n_heads * a->head_dim;
     oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = att};
+    if (skip_op(impl(be), "attention"))
+        return OCT_OK;
     if (attn_act_on() && oct_cuda_attention_act_fits(rows->n, qd, ws->n_tiles)) {
         out = producer_out(ws, next, rows->n, qd, att);
         if (out.kind != OCT_CUDA_ACT_FP8_ROW && out.kind != OCT_CUDA_ACT_FP8_GROUP128) {
@@ -597,6 +627,8 @@ static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const v
                               const oct_units *next, void *act, oct_error *err)
 {
     cuda_be *c = impl(be);
+    if (skip_op(c, "silu"))
+        return OCT_OK;
     oct_cuda_act out = producer_out(c->cur, next, n, inter, act);
     out.sync = c->cur->sync; /* a decode step's rows split over blocks */
     CK(oct_cuda_silu_mul(gu, n, inter, &out, c->stream), "silu-mul");
@@ -610,6 +642,8 @@ static oct_status cu_linear(oct_backend *be, oct_backend_ws *ws, const oct_units
     const bool prepared = ws->prep.unit && u->n == 1 && u->units[0] == ws->prep.unit &&
                           x == ws->prep.buf && n == ws->prep.n;
     ws->prep.unit = NULL;
+    if (u->n > 0 && skip_op(c, u->units[0]->name))
+        return OCT_OK;
     if (prepared)
         return oct_cuda_linear_device_codes(u->units[0], c->ctx, n, &ws->prep.in, y, c->stream,
                                             err);
@@ -651,6 +685,8 @@ static oct_status cu_logits(oct_backend *be, oct_backend_ws *ws, const oct_linea
 {
     (void)V;
     cuda_be *c = impl(be);
+    if (skip_op(c, lm_head->name))
+        return OCT_OK;
     return oct_cuda_linear_device_f32(lm_head, c->ctx, n_out, h, 1.0f / logits_scaling, ws->logits,
                                       c->stream, err);
 }
@@ -716,7 +752,7 @@ static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv
     if (pending || ws->n_graphs == MAX_GRAPHS)
         return OCT_OK;
     CK(oct_cuda_graph_begin(c->stream), "graph capture");
-    *recording = true;
+    c->recording = *recording = true;
     return OCT_OK;
 }
 
@@ -726,6 +762,7 @@ static oct_status cu_graph_end(oct_backend *be, oct_backend_ws *ws, int64_t n, o
     size_t free0 = 0, free1 = 0, total = 0;
     oct_cuda_mem_info(&free0, &total);
     void *exec = NULL;
+    c->recording = false;
     CK(oct_cuda_graph_end(c->stream, &exec), "graph capture");
     oct_cuda_mem_info(&free1, &total);
     ws->graphs[ws->n_graphs++] = (graph){n, exec};
@@ -839,6 +876,8 @@ oct_status oct_backend_cuda_create(int device, bool eager, oct_backend **out, oc
         cu_destroy(&c->be);
         return oct_error_set(err, OCT_ERR_INTERNAL, -1, "cannot create a CUDA context and stream");
     }
+    const char *skip = getenv("OCTET_CUDA_SKIP");
+    snprintf(c->skip, sizeof c->skip, "%s", skip ? skip : "");
     *out = &c->be;
     return OCT_OK;
 }

@@ -373,13 +373,15 @@ cudaError_t oct_launch_pdl(void (*kern)(P...), dim3 grid, unsigned block, size_t
     return cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
-/* OCTET_CUDA_OPS_PDL=1: the forward-pass ops (RMSNorm, SiLU-mul, RoPE, decode
- * attention) are launched with programmatic serialization too, so every kernel
- * of a layer starts while the one before it ends.  Off by default: on the H200
- * it made the 8B FP8 decode step slower (3.12 -> 3.70 ms at 512 positions,
- * 3.63 -> 4.11 ms at 8192; BF16 even), the GEMMs' early blocks holding SMs the
- * kernels before them could use (docs/BENCHMARKS.md). */
-bool oct_cuda_ops_pdl(void);
+/* Whether forward-pass op `op` ("rmsnorm", "silu", "rope", "attention") is
+ * launched with programmatic serialization, so that it starts while the kernel
+ * before it ends.  OCTET_CUDA_OPS_PDL: a comma-separated list of those names,
+ * "1" all of them, "0" none; unset, OCT_CUDA_OPS_PDL_DEFAULT.  All of them
+ * made the 8B FP8 decode step slower on the H200 (3.12 -> 3.70 ms at 512
+ * positions, 3.63 -> 4.11 ms at 8192; BF16 even), the GEMMs' early blocks
+ * holding SMs the kernels before them could use (docs/BENCHMARKS.md). */
+#define OCT_CUDA_OPS_PDL_DEFAULT ""
+bool oct_cuda_ops_pdl(const char *op);
 
 /* Token tiles (of 8 tokens) per block in the streaming GEMV kernels for m tokens:
  * calls launch(std::integral_constant<int, MT>{}) with MT = 1, 2, 4 or 8. */

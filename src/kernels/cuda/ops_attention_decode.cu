@@ -205,7 +205,7 @@ template <int NC, int GC, bool FP8>
 __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) : 1)
     attn_decode(oct_attn_args a)
 {
-    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
+    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL) the o_proj quantizer may launch
     oct_pdl_wait();
     Dec b;
     if (!locate(a, GC, kMinPart, b)) {
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, NC == 1 && GC <= 4 ? (FP8 ? 4 : 3) :
 template <int NC, int GC> cudaError_t launch(const oct_attn_args &a, dim3 grid, cudaStream_t st)
 {
     return oct_launch_pdl(a.fp8 ? attn_decode<NC, GC, true> : attn_decode<NC, GC, false>, grid,
-                          kThreads, 0, st, oct_cuda_ops_pdl(), a);
+                          kThreads, 0, st, oct_cuda_ops_pdl("attention"), a);
 }
 
 template <int NC> cudaError_t launch_g(const oct_attn_args &a, dim3 grid, cudaStream_t st)

@@ -394,7 +394,7 @@ template <bool FP8> __device__ __forceinline__ void run_staged(const Dec &b, TcS
 template <int GC, bool FP8, bool STAGED>
 __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn_args a)
 {
-    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL=1) the o_proj quantizer may launch
+    oct_pdl_launch_dependents(); // (OCTET_CUDA_OPS_PDL) the o_proj quantizer may launch
     oct_pdl_wait();
     Dec b;
     if (!locate(a, GC, kStep, b)) {
@@ -438,7 +438,7 @@ cudaError_t launch_as(const oct_attn_args &a, dim3 grid, cudaStream_t st)
         staged ? oct_cuda_smem_limit<attn_decode_tc<GC, FP8, true>>((int)smem) : cudaSuccess;
     if (e != cudaSuccess)
         return e;
-    return oct_launch_pdl(kern, grid, kThreads, smem, st, oct_cuda_ops_pdl(), a);
+    return oct_launch_pdl(kern, grid, kThreads, smem, st, oct_cuda_ops_pdl("attention"), a);
 }
 
 template <int GC> cudaError_t launch(const oct_attn_args &a, dim3 grid, cudaStream_t st)

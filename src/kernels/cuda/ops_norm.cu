@@ -17,13 +17,19 @@ namespace
 thread_local char g_ops_err[256];
 } // namespace
 
-bool oct_cuda_ops_pdl(void)
+bool oct_cuda_ops_pdl(const char *op)
 {
-    static const bool on = [] {
+    static const char *const list = [] {
         const char *e = getenv("OCTET_CUDA_OPS_PDL");
-        return e && !strcmp(e, "1");
+        return !e || !*e         ? OCT_CUDA_OPS_PDL_DEFAULT
+               : !strcmp(e, "1") ? "rmsnorm,silu,rope,attention"
+                                 : e;
     }();
-    return on;
+    const size_t len = strlen(op);
+    for (const char *p = list; (p = strstr(p, op)) != nullptr; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
 }
 
 extern "C" const char *oct_cuda_ops_last_error(void)
@@ -313,8 +319,8 @@ __global__ void __launch_bounds__(kRowThreads)
     });
 }
 
-constexpr int kRopeThreads = 64;
-constexpr int kRopePairs = 4; // pairs per thread: d <= 2 * 64 * 4 = 512
+constexpr int kRopeWarps = 8;     // (row, head) items per block: one per warp
+constexpr int kRopeLanePairs = 8; // pairs per lane: d <= 2 * 32 * 8 = 512
 
 // Where rope_kernel also stores the rows' k and v into the paged cache
 // (kc NULL: it does not).  As oct_cuda_kv_store: E4M3 codes of the bf16 value /
@@ -345,33 +351,38 @@ __device__ __forceinline__ int64_t kv_base(const KvDst &kv, int64_t t, int64_t h
     return sl < 0 ? -1 : ((sl / kv.bs * n_kv + h) * kv.bs + sl % kv.bs) * d;
 }
 
-// One block per (row, q or k head, and with kv.kc, v head): the optional
-// per-head RMSNorm (forward.c's rmsnorm over d), then rotate_half RoPE, all on
-// f32 values in registers; with kv.kc the k head's result and the v head go
-// into the cache too.
-__global__ void __launch_bounds__(kRopeThreads)
-    rope_kernel(uint16_t *__restrict__ qkv, int64_t n_q, int64_t n_kv, int64_t d,
-                const int32_t *__restrict__ pos, const float *__restrict__ inv_freq,
+// One warp per (row, q or k head, and with kv.kc, v head), kRopeWarps items a
+// block (item = row * heads + head): the optional per-head RMSNorm
+// (forward.c's rmsnorm over d), then rotate_half RoPE, all on f32 values in
+// registers; with kv.kc the k head's result and the v head go into the cache
+// too.  Lane l takes the pairs (i, i + d/2) of i = l, l + 32, ...
+__global__ void __launch_bounds__(kRopeWarps * 32)
+    rope_kernel(uint16_t *__restrict__ qkv, int64_t items, int64_t heads, int64_t n_q, int64_t n_kv,
+                int64_t d, const int32_t *__restrict__ pos, const float *__restrict__ inv_freq,
                 const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
                 KvDst kv)
 {
     oct_pdl_launch_dependents(); // attention may launch meanwhile
     oct_pdl_wait();
-    const int64_t t = blockIdx.x, h = blockIdx.y;
+    const int lane = (int)(threadIdx.x & 31);
+    const int64_t item = (int64_t)blockIdx.x * kRopeWarps + (threadIdx.x >> 5);
+    if (item >= items)
+        return;
+    const int64_t t = item / heads, h = item % heads;
     uint16_t *v = qkv + t * (n_q + 2 * n_kv) * d + h * d;
     const int half = (int)(d / 2);
     if (h >= n_q + n_kv) { // a v head: the copy into the cache
         const int64_t base = kv_base(kv, t, h - n_q - n_kv, n_kv, d);
-        for (int64_t i = threadIdx.x; base >= 0 && i < d; i += kRopeThreads)
+        for (int64_t i = lane; base >= 0 && i < d; i += 32)
             kv_put(kv, kv.vc, base, i, v[i], kv.v_scale);
         return;
     }
     const float *nw = h < n_q ? q_norm : k_norm;
-    float x1[kRopePairs], x2[kRopePairs];
+    float x1[kRopeLanePairs], x2[kRopeLanePairs];
     double ss = 0.0;
 #pragma unroll
-    for (int c = 0; c < kRopePairs; c++) {
-        const int i = (int)threadIdx.x + kRopeThreads * c;
+    for (int c = 0; c < kRopeLanePairs; c++) {
+        const int i = lane + 32 * c;
         x1[c] = x2[c] = 0.0f;
         if (i < half) {
             x1[c] = bf16f(v[i]);
@@ -379,12 +390,14 @@ __global__ void __launch_bounds__(kRopeThreads)
             ss += (double)x1[c] * (double)x1[c] + (double)x2[c] * (double)x2[c];
         }
     }
-    if (nw) { // uniform per block
-        ss = block_sum_d(ss);
+    if (nw) { // uniform per warp
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float r = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
 #pragma unroll
-        for (int c = 0; c < kRopePairs; c++) {
-            const int i = (int)threadIdx.x + kRopeThreads * c;
+        for (int c = 0; c < kRopeLanePairs; c++) {
+            const int i = lane + 32 * c;
             if (i < half) {
                 x1[c] = __fmul_rn(nw[i], __fmul_rn(x1[c], r));
                 x2[c] = __fmul_rn(nw[i + half], __fmul_rn(x2[c], r));
@@ -394,8 +407,8 @@ __global__ void __launch_bounds__(kRopeThreads)
     const float p = (float)pos[t];
     const int64_t base = h >= n_q ? kv_base(kv, t, h - n_q, n_kv, d) : -1;
 #pragma unroll
-    for (int c = 0; c < kRopePairs; c++) {
-        const int i = (int)threadIdx.x + kRopeThreads * c;
+    for (int c = 0; c < kRopeLanePairs; c++) {
+        const int i = lane + 32 * c;
         if (i < half) {
             const float ang = __fmul_rn(p, inv_freq[i]);
             const float cs = cosf(ang), sn = sinf(ang);
@@ -473,7 +486,7 @@ extern "C" oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_
     unsigned nt = 0;
     const int cpt = vec_plan(k, &nt);
     if (cpt && aligned(x, 16) && aligned(add, 16) && aligned(w, 16) && act_aligned(*out)) {
-        const bool pdl = oct_cuda_ops_pdl();
+        const bool pdl = oct_cuda_ops_pdl("rmsnorm");
         cudaError_t e;
         switch (cpt) {
         case 1:
@@ -529,7 +542,7 @@ extern "C" oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I
                                                                        : cpt == 4 ? silu_mul_vec<4>
                                                                                   : silu_mul_vec<8>;
         const cudaError_t e = oct_launch_pdl(kern, dim3((unsigned)m, parts), nt, 0, cs,
-                                             oct_cuda_ops_pdl(), gu, I, *out, rstatic);
+                                             oct_cuda_ops_pdl("silu"), gu, I, *out, rstatic);
         return e == cudaSuccess
                    ? OCT_OK
                    : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "silu_mul: %s", cudaGetErrorString(e));
@@ -549,15 +562,16 @@ oct_status rope_launch(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int6
         (m > 0 && (!qkv || !pos || !inv_freq)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rope_qk: m %lld, n_q %lld, n_kv %lld",
                                  (long long)m, (long long)n_q, (long long)n_kv);
-    if (d % 2 != 0 || d > 2 * kRopeThreads * kRopePairs)
+    if (d % 2 != 0 || d > 2 * 32 * kRopeLanePairs)
         return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "rope_qk: head_dim %lld (even, <= %d)",
-                                 (long long)d, 2 * kRopeThreads * kRopePairs);
+                                 (long long)d, 2 * 32 * kRopeLanePairs);
     if (m == 0)
         return OCT_OK;
-    const int64_t heads = n_q + n_kv + (kv.kc ? n_kv : 0);
-    const cudaError_t e = oct_launch_pdl(
-        rope_kernel, dim3((unsigned)m, (unsigned)heads), kRopeThreads, 0, oct_cuda_stream(stream),
-        oct_cuda_ops_pdl(), qkv, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps, kv);
+    const int64_t heads = n_q + n_kv + (kv.kc ? n_kv : 0), items = m * heads;
+    const cudaError_t e =
+        oct_launch_pdl(rope_kernel, dim3((unsigned)((items + kRopeWarps - 1) / kRopeWarps)),
+                       kRopeWarps * 32, 0, oct_cuda_stream(stream), oct_cuda_ops_pdl("rope"), qkv,
+                       items, heads, n_q, n_kv, d, pos, inv_freq, q_norm, k_norm, eps, kv);
     if (e != cudaSuccess)
         return oct_cuda_ops_fail(OCT_ERR_INTERNAL, "rope_qk: %s", cudaGetErrorString(e));
     return OCT_OK;
