@@ -568,6 +568,9 @@ oct_status rope_launch(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int6
     if (m == 0)
         return OCT_OK;
     const int64_t heads = n_q + n_kv + (kv.kc ? n_kv : 0), items = m * heads;
+    if ((items + kRopeWarps - 1) / kRopeWarps > INT32_MAX)
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rope_qk: %lld rows of %lld heads",
+                                 (long long)m, (long long)heads);
     const cudaError_t e =
         oct_launch_pdl(rope_kernel, dim3((unsigned)((items + kRopeWarps - 1) / kRopeWarps)),
                        kRopeWarps * 32, 0, oct_cuda_stream(stream), oct_cuda_ops_pdl("rope"), qkv,
