@@ -109,7 +109,8 @@ oct_status oct_cuda_ctx_reserve(oct_cuda_ctx *ctx, int64_t max_m, int64_t max_k)
  * persistent kernel up to this M and m*k; OCTET_CUDA_GEMV_FUSED_MAX_M),
  * "gemv_persist" (0: beyond that, the plain streaming kernel even where the
  * persistent one would split the tiles evenly),
- * "gemv_fused_any_grid" (1: fused even when blocks get one tile), "gemv_evict_first"
+ * "gemv_fused_any_grid" (1: fused even when blocks get one tile;
+ * OCTET_CUDA_GEMV_FUSED_ANY_GRID), "gemv_evict_first"
  * (L2 evict_first policy for streamed weights), "gemv_tma", "gemv_max_ctas"
  * (testing), "lt_block_mn_major" (1: cuBLASLt wants VEC128 activation scales as
  * [k/128][m]), "wgmma" (0: the auto path never uses octet's Hopper GEMM; also

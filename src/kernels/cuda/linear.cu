@@ -90,6 +90,9 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     env = getenv("OCTET_CUDA_GEMV_FUSED_MAX_M");
     if (env && *env)
         c->gemv_fused_max_m = atoll(env);
+    env = getenv("OCTET_CUDA_GEMV_FUSED_ANY_GRID");
+    if (env && *env)
+        c->gemv_fused_any_grid = atoi(env) != 0;
     // (process-wide, as the "gemv_tma" key; set before any path is chosen)
     env = getenv("OCTET_CUDA_GEMV");
     if (env && !strcmp(env, "tma"))
