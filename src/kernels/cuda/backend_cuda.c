@@ -449,12 +449,7 @@ static bool skip_op(const cuda_be *c, const char *name)
     if (!c->recording || !c->skip[0] || !name)
         return false;
     const char *dot = strrchr(name, '.');
-    const char *op = dot ? dot + 1 : name;
-    const size_t len = strlen(op);
-    for (const char *p = c->skip; len > 0 && (p = strstr(p, op)) != NULL; p += len)
-        if ((p == c->skip || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
-            return true;
-    return false;
+    return oct_cuda_listed(c->skip, dot ? dot + 1 : name);
 }
 
 static oct_status cu_embed(oct_backend *be, const oct_tensor *embed, int64_t n, int64_t H,

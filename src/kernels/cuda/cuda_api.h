@@ -8,8 +8,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "octet.h"
+
+/* Whether `name` is an item of the comma-separated `list` (environment knobs
+ * that name ops: OCTET_CUDA_OPS_PDL, OCTET_CUDA_SKIP). */
+static inline bool oct_cuda_listed(const char *list, const char *name)
+{
+    const size_t len = strlen(name);
+    for (const char *p = list; len > 0 && (p = strstr(p, name)) != NULL; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
+}
 
 #ifdef __cplusplus
 extern "C" {

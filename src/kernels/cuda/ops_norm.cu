@@ -25,11 +25,7 @@ bool oct_cuda_ops_pdl(const char *op)
                : !strcmp(e, "1") ? "rmsnorm,silu,rope,attention"
                                  : e;
     }();
-    const size_t len = strlen(op);
-    for (const char *p = list; (p = strstr(p, op)) != nullptr; p += len)
-        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
-            return true;
-    return false;
+    return oct_cuda_listed(list, op);
 }
 
 extern "C" const char *oct_cuda_ops_last_error(void)
@@ -558,7 +554,7 @@ oct_status rope_launch(uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int6
                        const int32_t *pos, const float *inv_freq, const float *q_norm,
                        const float *k_norm, float eps, const KvDst &kv, void *stream)
 {
-    if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || m > INT32_MAX || n_q + 2 * n_kv > 65535 ||
+    if (m < 0 || n_q <= 0 || n_kv <= 0 || d <= 0 || m > INT32_MAX || n_q + 2 * n_kv > INT32_MAX ||
         (m > 0 && (!qkv || !pos || !inv_freq)))
         return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "rope_qk: m %lld, n_q %lld, n_kv %lld",
                                  (long long)m, (long long)n_q, (long long)n_kv);
