@@ -22,7 +22,11 @@
  * its codes land one step apart: ~1.3% RMS on the expert outputs (measured
  * 1.3-2.2%), hence max <= 8%, RMS <= 3%.
  * A second call on the same batch must give bit-identical output (the
- * expert sort's atomics do not reach the results).  Without a GPU it prints
+ * expert sort's atomics do not reach the results), and so must the block
+ * without its decode-step fusions (oct_cuda_moe_fuse = 0: the gate/up input
+ * quantized by its own kernel, not the routing one; SiLU-mul one block per
+ * row; the per-tensor down input by the separate quantizer), also on a
+ * shape whose few rows SiLU-mul splits over blocks.  Without a GPU it prints
  * "skipped: no GPU".  OCTET_TEST_QUICK=1 (under compute-sanitizer): the
  * many-expert shape alone. */
 #include <math.h>
@@ -31,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda_moe.h"
 #include "kernels/cuda/cuda_api.h"
 #include "octet.h"
 #include "testlib.h"
@@ -184,6 +189,13 @@ static void run_cuda(oct_backend *be, const shape *s, const block_set *bs, int64
         REQUIRE(op->download(be, y2, dy, hb, &e) == OCT_OK);
         CHECKF(memcmp(yb, y2, hb) == 0, "second call differs (n %lld)", (long long)n);
     }
+    if (st == OCT_OK) { /* without the decode-step fusions: the same bytes */
+        oct_cuda_moe_fuse = 0;
+        CHECK_OK(op->moe(be, ws, &b, n, dh, dy, &e));
+        oct_cuda_moe_fuse = 1;
+        REQUIRE(op->download(be, y2, dy, hb, &e) == OCT_OK);
+        CHECKF(memcmp(yb, y2, hb) == 0, "unfused block differs (n %lld)", (long long)n);
+    }
     for (int64_t i = 0; i < n * s->H; i++)
         y[i] = oct_bf16_to_f32(yb[i]);
     free(yb);
@@ -300,6 +312,17 @@ static void test_mixtral_like(void)
     check_case(g_be, &s, W_TENSOR, true, ns, 3);
 }
 
+/* A decode step's few rows of a wide intermediate: SiLU-mul splits each row
+ * over blocks (I / 8 >= 256 chunks), the per-tensor down input meets across
+ * all of them; R = n k of 2, 10 (fused) and 18 (past the split limit). */
+static void test_split_rows(void)
+{
+    const shape s = {1024, 4096, 4, 2, false};
+    const int64_t ns[] = {1, 5, 9};
+    for (int k = W_BF16; k <= W_BLOCK; k++)
+        check_case(g_be, &s, (wkind)k, false, ns, 3);
+}
+
 static void test_many_experts(void)
 {
     const shape s = {256, 128, 128, 8, true};
@@ -394,6 +417,7 @@ int main(void)
     RUN(test_bad_args);
     RUN(test_quant_tensor);
     RUN(test_many_experts);
+    RUN(test_split_rows);
     if (!getenv("OCTET_TEST_QUICK")) { /* (quick: under compute-sanitizer) */
         RUN(test_mixtral_like);
         RUN(test_qwen3_like);

@@ -73,18 +73,19 @@ __device__ __forceinline__ uint2 codes8(const float (&v)[kChunk], bool dyn, floa
     return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
 }
 
-// The amax of a row split over gridDim.y blocks, from each block's amax a:
-// sync[0] collects |a| as bits (they order like the values, a NaN above +Inf:
-// the unsigned max is oct_amax_nan's), sync[1] counts the blocks that put
-// theirs in; every block waits for all (they are few and resident at once).
-__device__ float split_row_amax(unsigned *sync, float a)
+// The amax over nblk blocks (a row split over gridDim.y blocks, or every block
+// of a per-tensor output), from each block's amax a: sync[0] collects |a| as
+// bits (they order like the values, a NaN above +Inf: the unsigned max is
+// oct_amax_nan's), sync[1] counts the blocks that put theirs in; every block
+// waits for all (they are few and resident at once).
+__device__ float split_row_amax(unsigned *sync, float a, unsigned nblk)
 {
     __shared__ float s_amax;
     if (threadIdx.x == 0) {
         atomicMax(&sync[0], __float_as_uint(a) & 0x7FFFFFFFu);
         __threadfence();
         atomicAdd(&sync[1], 1u);
-        while (atomicAdd(&sync[1], 0u) < gridDim.y)
+        while (atomicAdd(&sync[1], 0u) < nblk)
             __nanosleep(20);
         __threadfence();
         s_amax = __uint_as_float(atomicAdd(&sync[0], 0u));
@@ -93,15 +94,43 @@ __device__ float split_row_amax(unsigned *sync, float a)
     return s_amax;
 }
 
-// After split_row_amax: the last block of the row to get here zeroes the words
-// for the next call (every block has read the amax by then).
-__device__ void split_row_done(unsigned *sync)
+// After split_row_amax: the last of the nblk blocks to get here zeroes the
+// words for the next call (every block has read the amax by then).
+__device__ void split_row_done(unsigned *sync, unsigned nblk)
 {
-    if (threadIdx.x == 0 && atomicAdd(&sync[2], 1u) == gridDim.y - 1) {
+    if (threadIdx.x == 0 && atomicAdd(&sync[2], 1u) == nblk - 1) {
         sync[0] = 0u;
         sync[1] = 0u;
         sync[2] = 0u;
     }
+}
+
+// FP8_TENSOR: the block's values rounded to bf16 in place (the codes are then
+// those of oct_cuda_quant_tensor_bf16 on the bf16 output), their amax over every
+// block of the grid (o.sync), the scale into o.scale[0] and its f32 reciprocal.
+template <int CPT>
+__device__ float tensor_recip(const oct_cuda_act &o, float (&v)[CPT][kChunk], int64_t c0, int64_t k)
+{
+    const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
+    float a = 0.0f;
+#pragma unroll
+    for (int c = 0; c < CPT; c++)
+        if (c0 + tid + c * nt < k / kChunk)
+#pragma unroll
+            for (int e = 0; e < kChunk; e++) {
+                v[c][e] = bf16f(oct_f32_to_bf16_dev(v[c][e]));
+                a = oct_amax_nan(a, v[c][e]);
+            }
+    a = block_amax_f(a);
+    const unsigned nblk = gridDim.x * gridDim.y;
+    if (nblk > 1)
+        a = split_row_amax(o.sync, a, nblk);
+    const float s = oct_scale_from_amax(a, 0.0f);
+    if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+        o.scale[0] = s;
+    if (nblk > 1)
+        split_row_done(o.sync, nblk);
+    return __fdiv_rn(1.0f, s);
 }
 
 // Writes row `row` (k % 8 == 0) from the registers of every thread of the block
@@ -110,8 +139,8 @@ __device__ void split_row_done(unsigned *sync)
 // gridDim.y blocks, o.sync their meeting point (split_row_amax).
 template <int CPT>
 __device__ __forceinline__ void act_write_regs(const oct_cuda_act &o, int64_t row, int64_t k,
-                                               float rstatic, const float (&v)[CPT][kChunk],
-                                               int64_t c0, bool split)
+                                               float rstatic, float (&v)[CPT][kChunk], int64_t c0,
+                                               bool split)
 {
     const int tid = (int)threadIdx.x, nt = (int)blockDim.x;
     const int64_t nch = k / kChunk;
@@ -126,12 +155,12 @@ __device__ __forceinline__ void act_write_regs(const oct_cuda_act &o, int64_t ro
                     a = oct_amax_nan(a, v[c][e]);
         a = block_amax_f(a);
         if (split)
-            a = split_row_amax(o.sync + row * OCT_CUDA_ACT_SYNC_WORDS, a);
+            a = split_row_amax(o.sync + row * OCT_CUDA_ACT_SYNC_WORDS, a, gridDim.y);
         const float rs = oct_scale_from_amax(a, o.ub);
         if (tid == 0 && c0 == 0)
             o.scale[row] = rs;
         if (split)
-            split_row_done(o.sync + row * OCT_CUDA_ACT_SYNC_WORDS);
+            split_row_done(o.sync + row * OCT_CUDA_ACT_SYNC_WORDS, gridDim.y);
 #pragma unroll
         for (int c = 0; c < CPT; c++)
             s[c] = rs, r[c] = oct_scale_recip(rs);
@@ -153,6 +182,11 @@ __device__ __forceinline__ void act_write_regs(const oct_cuda_act &o, int64_t ro
             if (ci < nch && ci % 16 == 0)
                 o.scale[row * ng + ci / 16] = s[c];
         }
+    } else if (o.kind == OCT_CUDA_ACT_FP8_TENSOR) {
+        rstatic = tensor_recip(o, v, c0, k);
+#pragma unroll
+        for (int c = 0; c < CPT; c++)
+            s[c] = 0.0f, r[c] = 0.0f; // then as STATIC: v * (1 / s)
     } else {
 #pragma unroll
         for (int c = 0; c < CPT; c++)
@@ -167,7 +201,8 @@ __device__ __forceinline__ void act_write_regs(const oct_cuda_act &o, int64_t ro
             *reinterpret_cast<uint4 *>(o.y + row * k + ci * kChunk) = pack_bf16x8(v[c]);
         else
             *reinterpret_cast<uint2 *>(o.q + row * k + ci * kChunk) =
-                codes8(v[c], o.kind != OCT_CUDA_ACT_FP8_STATIC, s[c], r[c], rstatic);
+                codes8(v[c], o.kind != OCT_CUDA_ACT_FP8_STATIC && o.kind != OCT_CUDA_ACT_FP8_TENSOR,
+                       s[c], r[c], rstatic);
     }
 }
 

@@ -17,6 +17,7 @@
  * experts get device arrays of their weight and scale pointers at its first
  * call (its table).  Nothing here waits for the device. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -57,6 +58,7 @@ struct oct_cuda_moe {
     uint8_t *hq, *aq;          /* [T, H], [R, I] FP8 codes */
     float *hs, *as;            /* their scales: [T, H/128 + 1], [R, I/128 + 1] */
     uint16_t *gu, *ab, *eo;    /* [R, 2I], [R, I], [R, H] bf16 */
+    unsigned *sync;            /* SiLU-mul's meeting words (kept zero): a few rows split */
 };
 
 static void *dev_alloc(size_t bytes, bool *ok)
@@ -89,7 +91,8 @@ void oct_cuda_moe_free(oct_cuda_moe *m)
     oct_free(m->tables);
     void *bufs[] = {m->logits, m->sel,     m->pair_row, m->row_tok, m->wts,
                     m->counts, m->n_tiles, m->tiles,    m->hq,      m->aq,
-                    m->hs,     m->as,      m->gu,       m->ab,      m->eo};
+                    m->hs,     m->as,      m->gu,       m->ab,      m->eo,
+                    m->sync};
     for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
         oct_cuda_free(bufs[i]);
     oct_free(m);
@@ -122,7 +125,10 @@ oct_status oct_cuda_moe_create(const oct_fwd_dims *d, oct_cuda_moe **out, oct_er
     m->gu = dev_alloc(R * 2 * I * 2, &ok);
     m->ab = dev_alloc(R * I * 2, &ok);
     m->eo = dev_alloc(R * H * 2, &ok);
-    if (ok && oct_cuda_memzero(m->counts, E * 4) != OCT_OK)
+    const size_t sync_bytes = OCT_CUDA_ACT_SPLIT_ROWS * OCT_CUDA_ACT_SYNC_WORDS * sizeof(unsigned);
+    m->sync = dev_alloc(sync_bytes, &ok);
+    if (ok && (oct_cuda_memzero(m->counts, E * 4) != OCT_OK ||
+               oct_cuda_memzero(m->sync, sync_bytes) != OCT_OK))
         ok = false;
     if (!ok) {
         oct_cuda_moe_free(m);
@@ -320,20 +326,60 @@ static int tile_rows_for(int64_t R, int64_t E)
     return est <= 8 ? 8 : est <= 16 ? 16 : est <= 32 ? 32 : 64;
 }
 
-/* x [rows, k] bf16 quantized as `in` wants: codes q, scales s; *rs, *ks the
- * scale strides the GEMM reads. */
-static oct_status quant_in(moe_in in, float ub, const void *x, int64_t rows, int64_t k, uint8_t *q,
-                           float *s, int64_t *rs, int64_t *ks, void *stream)
+/* The scale strides the GEMM reads for input kind `in` of k columns. */
+static void in_strides(moe_in in, int64_t k, int64_t *rs, int64_t *ks)
 {
     *ks = 1;
+    *rs = in == IN_ROW ? 1 : in == IN_GROUP ? k / 128 : 0;
+}
+
+/* x [rows, k] bf16 quantized as `in` wants: codes q, scales s. */
+static oct_status quant_in(moe_in in, float ub, const void *x, int64_t rows, int64_t k, uint8_t *q,
+                           float *s, void *stream)
+{
     switch (in) {
-    case IN_ROW: *rs = 1; return oct_cuda_quant_rows_bf16(x, rows, k, ub, q, s, stream);
-    case IN_GROUP: *rs = k / 128; return oct_cuda_quant_groups_bf16(x, rows, k, q, s, stream);
-    case IN_TENSOR: *rs = 0; return oct_cuda_quant_tensor_bf16(x, rows * k, q, s, stream);
+    case IN_ROW: return oct_cuda_quant_rows_bf16(x, rows, k, ub, q, s, stream);
+    case IN_GROUP: return oct_cuda_quant_groups_bf16(x, rows, k, q, s, stream);
+    case IN_TENSOR: return oct_cuda_quant_tensor_bf16(x, rows * k, q, s, stream);
     case IN_BF16: break;
     }
-    *rs = 0;
     return OCT_OK;
+}
+
+/* 0: a decode step's MoE block without its fusions (the gate/up input
+ * quantized by the routing kernel; SiLU-mul's few rows split over blocks, the
+ * per-tensor down input written by it): the same bytes in more kernels, for
+ * A/B runs and tests.  -1 (the default): OCTET_CUDA_MOE_FUSE=0 in the
+ * environment turns them off, read at the first call. */
+int oct_cuda_moe_fuse = -1;
+
+static bool fuse_on(void)
+{
+    if (oct_cuda_moe_fuse < 0) {
+        const char *e = getenv("OCTET_CUDA_MOE_FUSE");
+        oct_cuda_moe_fuse = !(e && !strcmp(e, "0"));
+    }
+    return oct_cuda_moe_fuse != 0;
+}
+
+/* The gate/up input's quantization for the routing kernel to do itself (kind
+ * BF16: it does not), for a batch small enough (ops_moe.cu). */
+static oct_cuda_moe_in fused_in(const oct_cuda_moe *m, const moe_role *gu, int64_t n, int64_t H,
+                                const void *h)
+{
+    oct_cuda_moe_in q = {.kind = OCT_CUDA_ACT_BF16};
+    if (!fuse_on() || gu->in == IN_BF16 || n > OCT_CUDA_MOE_FUSED_ROUTE_MAX ||
+        n * H > OCT_CUDA_MOE_FUSED_IN_MAX || ((uintptr_t)h & 15u))
+        return q;
+    q.kind = gu->in == IN_ROW     ? OCT_CUDA_ACT_FP8_ROW
+             : gu->in == IN_GROUP ? OCT_CUDA_ACT_FP8_GROUP128
+                                  : OCT_CUDA_ACT_FP8_TENSOR;
+    q.x = h;
+    q.k = H;
+    q.ub = gu->in == IN_ROW ? gu->ub : 0.0f;
+    q.q = m->hq;
+    q.scale = m->hs;
+    return q;
 }
 
 /* The role's grouped GEMM of every part into y [R, row stride y_rs]. */
@@ -363,7 +409,8 @@ static oct_status role_gemm(const moe_role *r, oct_cuda_moe_gemm_args g, int64_t
 /* Router logits into m->logits and the routing of the batch: m->sel, m->wts,
  * the sorted order and the tile list g (its tiles, rows and bound). */
 static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const oct_moe_block *b,
-                        int64_t n, const void *h, oct_cuda_moe_gemm_args *g, oct_error *err)
+                        int64_t n, const void *h, const oct_cuda_moe_in *qin,
+                        oct_cuda_moe_gemm_args *g, oct_error *err)
 {
     const int64_t E = b->n_experts, k = b->top_k, R = n * k;
     oct_cuda_weights rw;
@@ -379,7 +426,8 @@ static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const 
     g->tiles = m->tiles;
     g->n_tiles = m->n_tiles;
     CK(oct_cuda_moe_route_sort(m->logits, f32, n, E, k, b->norm_topk, g->tile_rows, m->sel, m->wts,
-                               m->counts, m->tiles, m->n_tiles, m->row_tok, m->pair_row, stream),
+                               m->counts, m->tiles, m->n_tiles, m->row_tok, m->pair_row, qin,
+                               stream),
        "routing and expert sort");
     return OCT_OK;
 }
@@ -400,24 +448,33 @@ oct_status oct_cuda_moe_forward(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream
         return st;
     const int64_t H = b->hidden, I = b->intermediate, R = n * b->top_k;
     oct_cuda_moe_gemm_args g = {0};
-    if ((st = route(m, ctx, stream, b, n, h, &g, err)) != OCT_OK)
+    const oct_cuda_moe_in qin = fused_in(m, &t->gu, n, H, h);
+    if ((st = route(m, ctx, stream, b, n, h, &qin, &g, err)) != OCT_OK)
         return st;
     /* gate/up: the batch's rows in place, through row_tok */
     g.a = t->gu.in == IN_BF16 ? h : (const void *)m->hq;
     g.a_rows = m->row_tok;
     g.a_rows_max = n;
     g.sa = m->hs;
-    CK(quant_in(t->gu.in, t->gu.ub, h, n, H, m->hq, m->hs, &g.sa_rs, &g.sa_ks, stream),
-       "gate/up input quantization");
+    in_strides(t->gu.in, H, &g.sa_rs, &g.sa_ks);
+    if (qin.kind == OCT_CUDA_ACT_BF16)
+        CK(quant_in(t->gu.in, t->gu.ub, h, n, H, m->hq, m->hs, stream),
+           "gate/up input quantization");
     CK(role_gemm(&t->gu, g, H, m->gu, 2 * I, stream), "gate/up GEMM");
-    /* SiLU-mul into the down GEMM's input, in sorted order */
+    /* SiLU-mul into the down GEMM's input, in sorted order; a decode step's
+     * few rows split over blocks (sync), which also lets them meet for one
+     * per-tensor scale */
+    const bool few = R <= OCT_CUDA_ACT_SPLIT_ROWS && fuse_on();
+    const bool tensor_fused = t->dn.in == IN_TENSOR && few;
     oct_cuda_act act = {.kind = OCT_CUDA_ACT_BF16, .y = m->ab};
-    if (t->dn.in == IN_ROW || t->dn.in == IN_GROUP)
-        act = (oct_cuda_act){.kind = t->dn.in == IN_ROW ? OCT_CUDA_ACT_FP8_ROW
-                                                        : OCT_CUDA_ACT_FP8_GROUP128,
+    if (t->dn.in == IN_ROW || t->dn.in == IN_GROUP || tensor_fused)
+        act = (oct_cuda_act){.kind = tensor_fused       ? OCT_CUDA_ACT_FP8_TENSOR
+                                     : t->dn.in == IN_ROW ? OCT_CUDA_ACT_FP8_ROW
+                                                          : OCT_CUDA_ACT_FP8_GROUP128,
                              .q = m->aq,
                              .scale = m->as,
                              .ub = t->dn.in == IN_ROW ? t->dn.ub : 0.0f};
+    act.sync = few ? m->sync : NULL;
     CK(oct_cuda_silu_mul(m->gu, R, I, &act, stream), "SiLU-mul");
     g.a = t->dn.in == IN_BF16 ? (const void *)m->ab : m->aq;
     g.a_rows = NULL;
@@ -425,7 +482,7 @@ oct_status oct_cuda_moe_forward(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream
     g.sa = m->as;
     g.sa_rs = t->dn.in == IN_ROW ? 1 : t->dn.in == IN_GROUP ? I / 128 : 0;
     g.sa_ks = 1;
-    if (t->dn.in == IN_TENSOR)
+    if (t->dn.in == IN_TENSOR && !tensor_fused)
         CK(oct_cuda_quant_tensor_bf16(m->ab, R * I, m->aq, m->as, stream),
            "down input quantization");
     CK(role_gemm(&t->dn, g, I, m->eo, H, stream), "down GEMM");

@@ -25,5 +25,9 @@ oct_status oct_cuda_moe_forward(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream
  * device cannot run this way. */
 oct_status oct_cuda_moe_describe(const oct_moe_block *b, const char **kernel, char *scheme,
                                  size_t scheme_len, oct_error *err);
+/* 0: a decode step's block without its fusions (the same bytes in more
+ * kernels: tests, A/B runs); 1: with; -1 (default): OCTET_CUDA_MOE_FUSE=0 in
+ * the environment turns them off (process-wide). */
+extern int oct_cuda_moe_fuse;
 
 #endif

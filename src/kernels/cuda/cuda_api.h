@@ -183,13 +183,17 @@ enum {
     OCT_CUDA_ACT_BF16 = 0,         /* y [m,k] bf16 */
     OCT_CUDA_ACT_FP8_ROW = 1,      /* q [m,k] E4M3FN, scale [m]: oct_quant_rows with bound ub */
     OCT_CUDA_ACT_FP8_GROUP128 = 2, /* q [m,k], scale [m, ceil(k/128)]: oct_quant_groups */
-    OCT_CUDA_ACT_FP8_STATIC = 3    /* q [m,k] = sat RNE(v * (1/static_scale)): oct_quant_static */
+    OCT_CUDA_ACT_FP8_STATIC = 3,   /* q [m,k] = sat RNE(v * (1/static_scale)): oct_quant_static */
+    /* q [m,k], scale [1]: one dynamic scale over all m rows, the codes of
+     * oct_cuda_quant_tensor_bf16 on the bf16 rows (SiLU-mul only; sync set,
+     * m <= OCT_CUDA_ACT_SPLIT_ROWS: every block meets at sync[0..]) */
+    OCT_CUDA_ACT_FP8_TENSOR = 4
 };
 typedef struct oct_cuda_act {
     int kind;           /* OCT_CUDA_ACT_* */
     uint16_t *y;        /* BF16: [m,k] */
     uint8_t *q;         /* FP8 kinds: codes [m,k] */
-    float *scale;       /* FP8_ROW: [m]; FP8_GROUP128: [m, ceil(k/128)] */
+    float *scale;       /* FP8_ROW: [m]; FP8_GROUP128: [m, ceil(k/128)]; FP8_TENSOR: [1] */
     float ub;           /* FP8_ROW: activation upper bound (<= 0: none) */
     float static_scale; /* FP8_STATIC: the checkpoint's input_scale (> 0, finite) */
     /* SiLU-mul of up to OCT_CUDA_ACT_SPLIT_ROWS rows: NULL, one block per row;
@@ -332,13 +336,29 @@ oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E
 oct_status oct_cuda_moe_align(const int32_t *sel, int64_t R, int64_t k, int64_t E, int tile_rows,
                               int32_t *counts, int32_t *tiles, int32_t *n_tiles, int32_t *row_tok,
                               int32_t *pair_row, void *stream);
+/* The block's input quantized by the routing kernel itself: x [n, k] bf16 ->
+ * codes q [n, k] and scales exactly as oct_cuda_quant_rows_bf16 (kind
+ * OCT_CUDA_ACT_FP8_ROW, bound ub; scale [n]), oct_cuda_quant_groups_bf16
+ * (FP8_GROUP128; [n, k/128]) or oct_cuda_quant_tensor_bf16 (FP8_TENSOR; [1]).
+ * k % 128 == 0, x 16-byte and q 8-byte aligned, n k <= OCT_CUDA_MOE_FUSED_IN_MAX. */
+typedef struct oct_cuda_moe_in {
+    int kind;
+    const uint16_t *x;
+    int64_t k;
+    float ub;
+    uint8_t *q;
+    float *scale;
+} oct_cuda_moe_in;
+#define OCT_CUDA_MOE_FUSED_IN_MAX 65536
 /* route then align, as one kernel for up to OCT_CUDA_MOE_FUSED_ROUTE_MAX
- * tokens (counts untouched), as the two above beyond. */
+ * tokens (counts untouched), as the two above beyond.  in (NULL: none): the
+ * quantization above, in the same kernel (fused route only). */
 #define OCT_CUDA_MOE_FUSED_ROUTE_MAX 256
 oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
                                    bool norm, int tile_rows, int32_t *sel, float *wts,
                                    int32_t *counts, int32_t *tiles, int32_t *n_tiles,
-                                   int32_t *row_tok, int32_t *pair_row, void *stream);
+                                   int32_t *row_tok, int32_t *pair_row, const oct_cuda_moe_in *in,
+                                   void *stream);
 /* The grouped expert GEMM over a tile list: y [sorted row r, n] (row stride
  * y_rs) = A [row(r), k] x W_e [n, k]^T of its tile's expert e, row(r) =
  * a_rows[r] or r (a_rows NULL).  FP8 (E4M3 codes; kind ROW: y = sa[row(r) *

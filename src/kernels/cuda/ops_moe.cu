@@ -140,18 +140,87 @@ __global__ void __launch_bounds__(kAlignThreads)
     align_block(sel, R, k, E, tm, counts, tiles, n_tiles, row_tok, pair_row);
 }
 
+// 8 codes of v * r (the per-tensor quantizer's multiply by the reciprocal).
+__device__ __forceinline__ uint2 codes_mul8(uint4 v, float r)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t c[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        c[j] = oct_e4m3x2_sat(__fmul_rn(oct_bf16_lo(w[j]), r), __fmul_rn(oct_bf16_hi(w[j]), r));
+    return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
+
+// The block's input quantized as oct_cuda_moe_in says, by the whole block of
+// kAlignThreads (every thread calls it): per row, a warp per row from the last
+// warp down (the first warps route); per 1x128 group, a half-warp per group;
+// per tensor, the block's amax.  The same codes and scales as quant.cu's.
+__device__ void quant_in(const oct_cuda_moe_in &in, int n)
+{
+    const int nv = (int)(in.k >> 3), tot = n * nv; // 8-element vectors
+    const uint4 *xv = reinterpret_cast<const uint4 *>(in.x);
+    uint2 *qv = reinterpret_cast<uint2 *>(in.q);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kAlignThreads / 32;
+    if (in.kind == OCT_CUDA_ACT_FP8_ROW) {
+        for (int row = nw - 1 - warp; row < n; row += nw) {
+            float a = 0.0f;
+            for (int i = lane; i < nv; i += 32)
+                a = oct_amax8_bf16(a, __ldg(xv + (size_t)row * nv + i));
+            a = oct_warp_amax(a);
+            const float s = oct_scale_from_amax(a, in.ub), r = oct_scale_recip(s);
+            if (lane == 0)
+                in.scale[row] = s;
+            for (int i = lane; i < nv; i += 32)
+                qv[(size_t)row * nv + i] = oct_quant8_bf16(__ldg(xv + (size_t)row * nv + i), s, r);
+        }
+    } else if (in.kind == OCT_CUDA_ACT_FP8_GROUP128) {
+        for (int i0 = 0; i0 < tot; i0 += kAlignThreads) { // whole warps shuffle
+            const int i = i0 + (int)threadIdx.x;
+            const uint4 v = i < tot ? __ldg(xv + i) : make_uint4(0u, 0u, 0u, 0u);
+            float a = oct_amax8_bf16(0.0f, v);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)
+                a = oct_amax_nan(a, __shfl_xor_sync(0xffffffffu, a, o));
+            const float s = oct_scale_from_amax(a, 0.0f);
+            if (i < tot) {
+                if ((lane & 15) == 0)
+                    in.scale[i / 16] = s; // k % 128 == 0: groups run on across rows
+                qv[i] = oct_quant8_bf16(v, s, oct_scale_recip(s));
+            }
+        }
+    } else if (in.kind == OCT_CUDA_ACT_FP8_TENSOR) {
+        __shared__ float part[kAlignThreads / 32];
+        float a = 0.0f;
+        for (int i = (int)threadIdx.x; i < tot; i += kAlignThreads)
+            a = oct_amax8_bf16(a, __ldg(xv + i));
+        a = oct_warp_amax(a);
+        if (lane == 0)
+            part[warp] = a;
+        __syncthreads();
+        a = oct_warp_amax(part[lane]);
+        const float s = oct_scale_from_amax(a, 0.0f), r = __fdiv_rn(1.0f, s);
+        if (threadIdx.x == 0)
+            *in.scale = s;
+        for (int i = (int)threadIdx.x; i < tot; i += kAlignThreads)
+            qv[i] = codes_mul8(__ldg(xv + i), r);
+    }
+}
+
 // A decode step's few tokens: routing and the sort in one block (32 warps
-// route, then the block sorts), counts in shared memory.
+// route, then the block sorts), counts in shared memory; and, when asked, the
+// quantization of the block's input.
 template <bool F32>
 __global__ void __launch_bounds__(kAlignThreads)
     moe_route_align(const void *lg, int n, int E, int k, bool norm, int tm, int32_t *sel,
-                    float *wts, int4 *tiles, int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row)
+                    float *wts, int4 *tiles, int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row,
+                    oct_cuda_moe_in in)
 {
     __shared__ int32_t cnt[kAlignThreads];
     cnt[threadIdx.x] = 0;
     __syncthreads();
     for (int tok = threadIdx.x >> 5; tok < n; tok += kAlignThreads / 32)
         route_token<F32>(lg, tok, threadIdx.x & 31, E, k, norm, sel, wts, cnt);
+    quant_in(in, n);
     __syncthreads();
     align_block(sel, n * k, k, E, tm, cnt, tiles, n_tiles, row_tok, pair_row);
 }
@@ -227,8 +296,19 @@ extern "C" oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int6
                                               int64_t k, bool norm, int tile_rows, int32_t *sel,
                                               float *wts, int32_t *counts, int32_t *tiles,
                                               int32_t *n_tiles, int32_t *row_tok, int32_t *pair_row,
-                                              void *stream)
+                                              const oct_cuda_moe_in *in, void *stream)
 {
+    const oct_cuda_moe_in none = {OCT_CUDA_ACT_BF16, NULL, 0, 0.0f, NULL, NULL};
+    const oct_cuda_moe_in qin = in ? *in : none;
+    if (qin.kind != OCT_CUDA_ACT_BF16 &&
+        (n > OCT_CUDA_MOE_FUSED_ROUTE_MAX || n * qin.k > OCT_CUDA_MOE_FUSED_IN_MAX ||
+         qin.k % 128 != 0 || !qin.x || !qin.q || !qin.scale ||
+         (((uintptr_t)qin.x & 15u) | ((uintptr_t)qin.q & 7u)) ||
+         (qin.kind != OCT_CUDA_ACT_FP8_ROW && qin.kind != OCT_CUDA_ACT_FP8_GROUP128 &&
+          qin.kind != OCT_CUDA_ACT_FP8_TENSOR)))
+        return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
+                                 "moe_route_sort: input quantization kind %d of %lld x %lld",
+                                 qin.kind, (long long)n, (long long)qin.k);
     if (n > OCT_CUDA_MOE_FUSED_ROUTE_MAX) {
         oct_status st = oct_cuda_moe_route(logits, f32, n, E, k, norm, sel, wts, counts, stream);
         return st != OCT_OK ? st
@@ -246,11 +326,11 @@ extern "C" oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int6
     if (f32)
         moe_route_align<true><<<1, kAlignThreads, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
                                                            tile_rows, sel, wts, t4, n_tiles,
-                                                           row_tok, pair_row);
+                                                           row_tok, pair_row, qin);
     else
         moe_route_align<false><<<1, kAlignThreads, 0, st>>>(logits, (int)n, (int)E, (int)k, norm,
                                                             tile_rows, sel, wts, t4, n_tiles,
-                                                            row_tok, pair_row);
+                                                            row_tok, pair_row, qin);
     return oct_cuda_ops_launched("moe_route_sort");
 }
 

@@ -433,6 +433,13 @@ oct_status act_check(const char *op, const oct_cuda_act *o, int64_t m, float *rs
         if (m > 0 && !o->y)
             return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG, "%s: bf16 output without y", op);
         return OCT_OK;
+    case OCT_CUDA_ACT_FP8_TENSOR:
+        if (!o->sync || m > OCT_CUDA_ACT_SPLIT_ROWS)
+            return oct_cuda_ops_fail(OCT_ERR_INVALID_ARG,
+                                     "%s: a per-tensor FP8 output of %lld rows needs sync words "
+                                     "and at most %d rows",
+                                     op, (long long)m, OCT_CUDA_ACT_SPLIT_ROWS);
+        /* fall through */
     case OCT_CUDA_ACT_FP8_ROW:
     case OCT_CUDA_ACT_FP8_GROUP128:
         if (m > 0 && (!o->q || !o->scale))
@@ -478,6 +485,8 @@ extern "C" oct_status oct_cuda_rmsnorm(float *x, const uint16_t *add, float add_
     oct_status st = act_check("rmsnorm", out, m, &rstatic);
     if (st != OCT_OK || m == 0)
         return st;
+    if (out->kind == OCT_CUDA_ACT_FP8_TENSOR)
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED, "rmsnorm: per-tensor FP8 output");
     cudaStream_t cs = oct_cuda_stream(stream);
     unsigned nt = 0;
     const int cpt = vec_plan(k, &nt);
@@ -543,6 +552,11 @@ extern "C" oct_status oct_cuda_silu_mul(const uint16_t *gu, int64_t m, int64_t I
                    ? OCT_OK
                    : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "silu_mul: %s", cudaGetErrorString(e));
     }
+    if (out->kind == OCT_CUDA_ACT_FP8_TENSOR)
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                 "silu_mul: per-tensor FP8 output of I %lld (needs I %% 8 == 0, "
+                                 "16-byte aligned rows)",
+                                 (long long)I);
     silu_mul_kernel<<<(unsigned)m, kRowThreads, 0, cs>>>(gu, I, *out, rstatic);
     return oct_cuda_ops_launched("silu_mul");
 }

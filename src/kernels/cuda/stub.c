@@ -308,10 +308,11 @@ oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pair_row, con
 oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
                                    bool norm, int tile_rows, int32_t *sel, float *wts,
                                    int32_t *counts, int32_t *tiles, int32_t *n_tiles,
-                                   int32_t *row_tok, int32_t *pair_row, void *stream)
+                                   int32_t *row_tok, int32_t *pair_row, const oct_cuda_moe_in *in,
+                                   void *stream)
 {
     (void)logits, (void)f32, (void)n, (void)E, (void)k, (void)norm, (void)tile_rows, (void)sel;
     (void)wts, (void)counts, (void)tiles, (void)n_tiles, (void)row_tok, (void)pair_row;
-    (void)stream;
+    (void)in, (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
