@@ -89,10 +89,9 @@ void oct_cuda_moe_free(oct_cuda_moe *m)
     for (int i = 0; i < m->n_tables; i++)
         table_free(&m->tables[i]);
     oct_free(m->tables);
-    void *bufs[] = {m->logits, m->sel,     m->pair_row, m->row_tok, m->wts,
-                    m->counts, m->n_tiles, m->tiles,    m->hq,      m->aq,
-                    m->hs,     m->as,      m->gu,       m->ab,      m->eo,
-                    m->sync};
+    void *bufs[] = {m->logits,  m->sel,   m->pair_row, m->row_tok, m->wts, m->counts,
+                    m->n_tiles, m->tiles, m->hq,       m->aq,      m->hs,  m->as,
+                    m->gu,      m->ab,    m->eo,       m->sync};
     for (size_t i = 0; i < OCT_ARRAY_LEN(bufs); i++)
         oct_cuda_free(bufs[i]);
     oct_free(m);
@@ -468,7 +467,7 @@ oct_status oct_cuda_moe_forward(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream
     const bool tensor_fused = t->dn.in == IN_TENSOR && few;
     oct_cuda_act act = {.kind = OCT_CUDA_ACT_BF16, .y = m->ab};
     if (t->dn.in == IN_ROW || t->dn.in == IN_GROUP || tensor_fused)
-        act = (oct_cuda_act){.kind = tensor_fused       ? OCT_CUDA_ACT_FP8_TENSOR
+        act = (oct_cuda_act){.kind = tensor_fused         ? OCT_CUDA_ACT_FP8_TENSOR
                                      : t->dn.in == IN_ROW ? OCT_CUDA_ACT_FP8_ROW
                                                           : OCT_CUDA_ACT_FP8_GROUP128,
                              .q = m->aq,
