@@ -25,8 +25,13 @@
  * expert sort's atomics do not reach the results), and so must the block
  * without its decode-step fusions (oct_cuda_moe_fuse = 0: the gate/up input
  * quantized by its own kernel, not the routing one; SiLU-mul one block per
- * row; the per-tensor down input by the separate quantizer), also on a
- * shape whose few rows SiLU-mul splits over blocks.  Without a GPU it prints
+ * row; the per-tensor down input by the separate quantizer; the down GEMM
+ * launched in the ordinary way, oct_cuda_moe_pdl = 0, where the other runs
+ * launch it with programmatic serialization), also on a
+ * shape whose few rows SiLU-mul splits over blocks.  Batches of up to 16
+ * tokens run the BF16 router on its own kernel; they run again with it on
+ * the linear layer's GEMM (oct_cuda_moe_router_kernel = 0), held to the same
+ * tolerances (f32 sums in another order).  Without a GPU it prints
  * "skipped: no GPU".  OCTET_TEST_QUICK=1 (under compute-sanitizer): the
  * many-expert shape alone. */
 #include <math.h>
@@ -190,9 +195,11 @@ static void run_cuda(oct_backend *be, const shape *s, const block_set *bs, int64
         CHECKF(memcmp(yb, y2, hb) == 0, "second call differs (n %lld)", (long long)n);
     }
     if (st == OCT_OK) { /* without the decode-step fusions: the same bytes */
-        oct_cuda_moe_fuse = 0;
+        const int pdl = oct_cuda_moe_pdl;
+        oct_cuda_moe_fuse = oct_cuda_moe_pdl = 0;
         CHECK_OK(op->moe(be, ws, &b, n, dh, dy, &e));
         oct_cuda_moe_fuse = 1;
+        oct_cuda_moe_pdl = pdl;
         REQUIRE(op->download(be, y2, dy, hb, &e) == OCT_OK);
         CHECKF(memcmp(yb, y2, hb) == 0, "unfused block differs (n %lld)", (long long)n);
     }
@@ -273,6 +280,13 @@ static void check_case(oct_backend *be, const shape *s, wkind kind, bool unfused
                  (long long)s->k, (long long)H, (long long)I, k_names[kind],
                  unfused ? " (gate, up)" : "", (long long)n);
         compare(what, yc, yg, n * H, kind != W_BF16);
+        if (n <= OCT_CUDA_MOE_ROUTER_MAX_TOKENS) { /* the router's own kernel, and without */
+            oct_cuda_moe_router_kernel = 0;
+            run_cuda(be, s, &gpu, n, hb, yg, false);
+            oct_cuda_moe_router_kernel = 1;
+            snprintf(what + strlen(what), sizeof what - strlen(what), ", router GEMM");
+            compare(what, yc, yg, n * H, kind != W_BF16);
+        }
         free(h);
         free(hb);
         free(yc);
@@ -414,6 +428,7 @@ int main(void)
         printf("FAIL: CUDA backend: %s\n", e.message);
         return 1;
     }
+    oct_cuda_moe_pdl = oct_cuda_moe_router_kernel = 1;
     RUN(test_bad_args);
     RUN(test_quant_tensor);
     RUN(test_many_experts);

@@ -361,6 +361,22 @@ static bool fuse_on(void)
     return oct_cuda_moe_fuse != 0;
 }
 
+/* 0: a decode step's down GEMM launched in the ordinary way; 1: with
+ * programmatic serialization, so that its blocks request their experts' first
+ * weights while SiLU-mul runs (oct_cuda_moe_gemm_args.pdl: the tile list was
+ * written by the routing kernel, two ordinary launches before).  -1 (the
+ * default): OCTET_CUDA_MOE_PDL=0 in the environment turns it off. */
+int oct_cuda_moe_pdl = -1;
+
+static bool pdl_on(void)
+{
+    if (oct_cuda_moe_pdl < 0) {
+        const char *e = getenv("OCTET_CUDA_MOE_PDL");
+        oct_cuda_moe_pdl = !(e && !strcmp(e, "0"));
+    }
+    return oct_cuda_moe_pdl != 0;
+}
+
 /* The gate/up input's quantization for the routing kernel to do itself (kind
  * BF16: it does not), for a batch small enough (ops_moe.cu). */
 static oct_cuda_moe_in fused_in(const oct_cuda_moe *m, const moe_role *gu, int64_t n, int64_t H,
@@ -405,6 +421,35 @@ static oct_status role_gemm(const moe_role *r, oct_cuda_moe_gemm_args g, int64_t
 
 #define CK(call, what) OCT_CUDA_CK(call, "MoE " what)
 
+/* 0: a decode step's BF16 router through the linear layer's GEMM (cuBLASLt);
+ * 1: its own kernel (oct_cuda_moe_router); -1 (the default):
+ * OCTET_CUDA_MOE_ROUTER=0 in the environment turns it off. */
+int oct_cuda_moe_router_kernel = -1;
+
+static bool router_on(void)
+{
+    if (oct_cuda_moe_router_kernel < 0) {
+        const char *e = getenv("OCTET_CUDA_MOE_ROUTER");
+        oct_cuda_moe_router_kernel = !(e && !strcmp(e, "0"));
+    }
+    return oct_cuda_moe_router_kernel != 0;
+}
+
+/* f32 router logits [n, E] of the BF16 router (weights rw) into m->logits. */
+static oct_status router_f32(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream,
+                             const oct_moe_block *b, const oct_cuda_weights *rw, int64_t n,
+                             const void *h, oct_error *err)
+{
+    const int64_t E = b->n_experts, H = b->hidden;
+    if (router_on() && !rw->bias && b->router->n == E && b->router->k == H &&
+        n <= OCT_CUDA_MOE_ROUTER_MAX_TOKENS && H % 8 == 0 && H <= OCT_CUDA_MOE_ROUTER_MAX_K &&
+        !(((uintptr_t)h | (uintptr_t)rw->w) & 15u)) {
+        CK(oct_cuda_moe_router(h, rw->w, n, E, H, m->logits, stream), "router");
+        return OCT_OK;
+    }
+    return oct_cuda_linear_device_f32(b->router, ctx, n, h, 1.0f, m->logits, stream, err);
+}
+
 /* Router logits into m->logits and the routing of the batch: m->sel, m->wts,
  * the sorted order and the tile list g (its tiles, rows and bound). */
 static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const oct_moe_block *b,
@@ -414,10 +459,9 @@ static oct_status route(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream, const 
     const int64_t E = b->n_experts, k = b->top_k, R = n * k;
     oct_cuda_weights rw;
     const bool f32 = oct_cuda_linear_device_weights(b->router, &rw) && rw.bf16;
-    oct_status st =
-        f32 ? oct_cuda_linear_device_f32(b->router, ctx, n, h, 1.0f, m->logits, stream, err)
-            : oct_cuda_linear_device(b->router, ctx, n, h, m->logits, m->aq,
-                                     (size_t)(R * b->intermediate), stream, err);
+    oct_status st = f32 ? router_f32(m, ctx, stream, b, &rw, n, h, err)
+                        : oct_cuda_linear_device(b->router, ctx, n, h, m->logits, m->aq,
+                                                 (size_t)(R * b->intermediate), stream, err);
     if (st != OCT_OK)
         return st;
     g->tile_rows = tile_rows_for(R, E);
@@ -484,6 +528,7 @@ oct_status oct_cuda_moe_forward(oct_cuda_moe *m, oct_cuda_ctx *ctx, void *stream
     if (t->dn.in == IN_TENSOR && !tensor_fused)
         CK(oct_cuda_quant_tensor_bf16(m->ab, R * I, m->aq, m->as, stream),
            "down input quantization");
+    g.pdl = g.tile_rows <= 16 && pdl_on(); /* (gate/up and SiLU-mul: ordinary launches) */
     CK(role_gemm(&t->dn, g, I, m->eo, H, stream), "down GEMM");
     CK(oct_cuda_moe_combine(m->eo, m->pair_row, m->wts, n, b->top_k, H, y, stream), "combine");
     return OCT_OK;

@@ -29,5 +29,13 @@ oct_status oct_cuda_moe_describe(const oct_moe_block *b, const char **kernel, ch
  * kernels: tests, A/B runs); 1: with; -1 (default): OCTET_CUDA_MOE_FUSE=0 in
  * the environment turns them off (process-wide). */
 extern int oct_cuda_moe_fuse;
+/* 0: a decode step's down GEMM launched in the ordinary way; 1: with
+ * programmatic serialization (its weights requested while SiLU-mul runs);
+ * -1 (default): OCTET_CUDA_MOE_PDL=0 in the environment turns it off. */
+extern int oct_cuda_moe_pdl;
+/* 0: a decode step's BF16 router through the linear layer's GEMM; 1: its own
+ * kernel (oct_cuda_moe_router); -1 (default): OCTET_CUDA_MOE_ROUTER=0 in the
+ * environment turns it off (process-wide). */
+extern int oct_cuda_moe_router_kernel;
 
 #endif

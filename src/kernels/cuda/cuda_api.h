@@ -327,6 +327,16 @@ oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n, int64_t k
  * (zero before the first call; align leaves them zero). */
 #define OCT_CUDA_MOE_MAX_EXPERTS 1024
 #define OCT_CUDA_MOE_MAX_TOPK 32
+/* A decode step's router: logits [n, E] f32 = x [n, K] bf16 . w [E, K]^T bf16,
+ * f32 sums, one block per expert holding its row in registers (requested
+ * before the wait for the kernel before it: launched with programmatic
+ * serialization).  n <= OCT_CUDA_MOE_ROUTER_MAX_TOKENS, K % 8 == 0 and
+ * K <= OCT_CUDA_MOE_ROUTER_MAX_K, x and w 16-byte aligned (else
+ * OCT_ERR_UNSUPPORTED: the caller's GEMM does it). */
+#define OCT_CUDA_MOE_ROUTER_MAX_TOKENS 16
+#define OCT_CUDA_MOE_ROUTER_MAX_K 8192
+oct_status oct_cuda_moe_router(const uint16_t *x, const uint16_t *w, int64_t n, int64_t E,
+                               int64_t K, float *logits, void *stream);
 oct_status oct_cuda_moe_route(const void *logits, bool f32, int64_t n, int64_t E, int64_t k,
                               bool norm, int32_t *sel, float *wts, int32_t *counts, void *stream);
 /* The R = n k (token, slot) pairs of sel in expert order: row_tok [R] the token
@@ -383,6 +393,11 @@ typedef struct oct_cuda_moe_gemm_args {
     const float *const *sw;
     uint16_t *y;
     int64_t y_rs;
+    /* Streaming tiles (8 or 16 rows): launched with programmatic serialization,
+     * the tile list and the first weight chunks read before the wait for the
+     * kernel before it.  Only where the list's writer finished before that
+     * kernel started (an ordinary launch lies between them). */
+    bool pdl;
 } oct_cuda_moe_gemm_args;
 oct_status oct_cuda_moe_gemm(const oct_cuda_moe_gemm_args *args, void *stream);
 /* 0: FP8 tiles of 32 or 64 rows on the mma.sync kernel even on sm_90, where

@@ -101,6 +101,15 @@ __device__ __forceinline__ float oct_warp_amax(float a)
     return a;
 }
 
+/* The sum of a over the warp (every lane gets it). */
+__device__ __forceinline__ float oct_warp_sum(float a)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+    return a;
+}
+
 /* The reciprocal that oct_div_scale needs: 1/s correctly rounded for a finite
  * scale, 0 (use IEEE division) for an infinite or NaN one.  Once per scale. */
 __device__ __forceinline__ float oct_scale_recip(float s)

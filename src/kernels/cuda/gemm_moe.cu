@@ -26,7 +26,10 @@
 //    sm_90 has no FP8 mma.sync, and wgmma runs E4M3 at twice the f16 rate.
 // Blocks past the tile count exit at once, so one grid sized for the worst
 // case serves any routing: the launch needs no host copy of the counts, and a
-// CUDA graph records it.
+// CUDA graph records it.  The streaming kernel may be launched with
+// programmatic serialization (args.pdl: the down GEMM after SiLU-mul): its
+// blocks read their tile and request their first weight chunks while the
+// kernel before them still runs, and wait for it before reading activations.
 //
 // Weights: FP8 E4M3 with per-row scales (per-tensor expanded), FP8 with 128x128
 // block scales (K chunks are 128-byte blocks: one scale per chunk), or BF16
@@ -81,6 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32, MT <= 2 ? 2 : 1)
             wr[u][3] = oct_ld_stream(w1 + (size_t)i * 128 + 64, pol, ef);
         }
     }
+    oct_pdl_wait(); // (p.pdl) the activations come from the kernel before
 
     auto act_row = [&](int i) { // the activation row of tile row i (clamped)
         const int r = r0 + min(i, m - 1);
@@ -514,13 +518,10 @@ template <int MT> cudaError_t launch_mt(const oct_cuda_moe_gemm_args *p, int kin
 {
     const dim3 grid((unsigned)((p->n + kRows - 1) / kRows), (unsigned)p->max_tiles);
     const int ef = oct_cuda_gemv_evict_first;
-    if (kind == BF16)
-        moe_gemm<MT, BF16><<<grid, kWarps * 32, 0, st>>>(*p, ef);
-    else if (kind == FP8_BLOCK)
-        moe_gemm<MT, FP8_BLOCK><<<grid, kWarps * 32, 0, st>>>(*p, ef);
-    else
-        moe_gemm<MT, FP8_ROW><<<grid, kWarps * 32, 0, st>>>(*p, ef);
-    return cudaGetLastError();
+    auto kern = kind == BF16        ? moe_gemm<MT, BF16>
+                : kind == FP8_BLOCK ? moe_gemm<MT, FP8_BLOCK>
+                                    : moe_gemm<MT, FP8_ROW>;
+    return oct_launch_pdl(kern, grid, kWarps * 32, 0, st, p->pdl, *p, ef);
 }
 
 // A 32- or 64-row tile list: FP8 on wgmma on sm_90 (the stages plus 1024

@@ -12,6 +12,9 @@
 //            but every row is computed alone, so the results do not.  The
 //            counts are left zero for the next call.
 //   combine  y[t] = sum_j w[t, j] * out[row(t, j)] in f32, slot order.
+//   router   a decode step's few tokens against the BF16 router: one block
+//            per expert, its weight row in registers (read before the wait
+//            for the kernel before it), one warp-sum per token and warp.
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/cuda_impl.h"
@@ -225,6 +228,60 @@ __global__ void __launch_bounds__(kAlignThreads)
     align_block(sel, n * k, k, E, tm, cnt, tiles, n_tiles, row_tok, pair_row);
 }
 
+constexpr int kRouterThreads = 256;
+
+// sum over 8 bf16 pairs of w . x, in f32 (each product is exact)
+__device__ __forceinline__ float dot8_bf16(uint4 w, uint4 x)
+{
+    const uint32_t a[4] = {w.x, w.y, w.z, w.w}, b[4] = {x.x, x.y, x.z, x.w};
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        s = fmaf(oct_bf16_lo(a[j]), oct_bf16_lo(b[j]), s);
+        s = fmaf(oct_bf16_hi(a[j]), oct_bf16_hi(b[j]), s);
+    }
+    return s;
+}
+
+// Block e: logits[t, e] for every token t; V 16-byte vectors of the row per thread.
+template <int V>
+__global__ void __launch_bounds__(kRouterThreads)
+    moe_router(const uint16_t *__restrict__ x, const uint16_t *__restrict__ w, int n, int E, int K,
+               float *__restrict__ logits)
+{
+    __shared__ float red[kRouterThreads / 32][OCT_CUDA_MOE_ROUTER_MAX_TOKENS];
+    const int e = blockIdx.x, nv = K >> 3, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w + (size_t)e * K);
+    uint4 wv[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        const int i = (int)threadIdx.x + v * kRouterThreads;
+        wv[v] = i < nv ? __ldg(wr + i) : make_uint4(0, 0, 0, 0);
+    }
+    oct_pdl_wait(); // x comes from the kernel before
+    for (int t = 0; t < n; t++) {
+        const uint4 *xr = reinterpret_cast<const uint4 *>(x + (size_t)t * K);
+        float s = 0.0f;
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            const int i = (int)threadIdx.x + v * kRouterThreads;
+            if (i < nv)
+                s += dot8_bf16(wv[v], __ldg(xr + i));
+        }
+        s = oct_warp_sum(s);
+        if (lane == 0)
+            red[warp][t] = s;
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < n) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kRouterThreads / 32; i++)
+            s += red[i][threadIdx.x];
+        logits[(size_t)threadIdx.x * E + e] = s;
+    }
+}
+
 // One block per token, 8 bf16 per thread and step.
 __global__ void moe_combine(const uint16_t *__restrict__ eo, const int32_t *__restrict__ pair_row,
                             const float *__restrict__ wts, int k, int H, uint16_t *__restrict__ y)
@@ -348,4 +405,28 @@ extern "C" oct_status oct_cuda_moe_combine(const uint16_t *eo, const int32_t *pa
     moe_combine<<<(unsigned)n, threads, 0, oct_cuda_stream(stream)>>>(eo, pair_row, wts, (int)k,
                                                                       (int)H, y);
     return oct_cuda_ops_launched("moe_combine");
+}
+
+extern "C" oct_status oct_cuda_moe_router(const uint16_t *x, const uint16_t *w, int64_t n,
+                                          int64_t E, int64_t K, float *logits, void *stream)
+{
+    if (n <= 0 || n > OCT_CUDA_MOE_ROUTER_MAX_TOKENS || E <= 0 || E > OCT_CUDA_MOE_MAX_EXPERTS ||
+        K <= 0 || K % 8 != 0 || K > OCT_CUDA_MOE_ROUTER_MAX_K || !x || !w || !logits ||
+        (((uintptr_t)x | (uintptr_t)w) & 15u))
+        return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                 "moe_router: %lld tokens, %lld experts, K %lld (up to %d tokens, "
+                                 "K a multiple of 8 up to %d, 16-byte aligned rows)",
+                                 (long long)n, (long long)E, (long long)K,
+                                 OCT_CUDA_MOE_ROUTER_MAX_TOKENS, OCT_CUDA_MOE_ROUTER_MAX_K);
+    const int64_t per = (K / 8 + kRouterThreads - 1) / kRouterThreads; // vectors per thread
+    void (*kern)(const uint16_t *, const uint16_t *, int, int, int, float *) =
+        per <= 1   ? moe_router<1>
+        : per <= 2 ? moe_router<2>
+                   : moe_router<4>;
+    const cudaError_t e =
+        oct_launch_pdl(kern, dim3((unsigned)E), kRouterThreads, 0, oct_cuda_stream(stream), true, x,
+                       w, (int)n, (int)E, (int)K, logits);
+    return e == cudaSuccess
+               ? OCT_OK
+               : oct_cuda_ops_fail(OCT_ERR_INTERNAL, "moe_router: %s", cudaGetErrorString(e));
 }

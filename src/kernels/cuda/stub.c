@@ -316,3 +316,10 @@ oct_status oct_cuda_moe_route_sort(const void *logits, bool f32, int64_t n, int6
     (void)in, (void)stream;
     return OCT_ERR_UNSUPPORTED;
 }
+
+oct_status oct_cuda_moe_router(const uint16_t *x, const uint16_t *w, int64_t n, int64_t E,
+                               int64_t K, float *logits, void *stream)
+{
+    (void)x, (void)w, (void)n, (void)E, (void)K, (void)logits, (void)stream;
+    return OCT_ERR_UNSUPPORTED;
+}
