@@ -352,13 +352,20 @@ static oct_status quant_in(moe_in in, float ub, const void *x, int64_t rows, int
  * environment turns them off, read at the first call. */
 int oct_cuda_moe_fuse = -1;
 
+/* A knob *v of the MoE block: on unless it is 0, or, at -1, unless `env` is
+ * "0" in the environment (read at the first call). */
+static bool knob_on(int *v, const char *env)
+{
+    if (*v < 0) {
+        const char *e = getenv(env);
+        *v = !(e && !strcmp(e, "0"));
+    }
+    return *v != 0;
+}
+
 static bool fuse_on(void)
 {
-    if (oct_cuda_moe_fuse < 0) {
-        const char *e = getenv("OCTET_CUDA_MOE_FUSE");
-        oct_cuda_moe_fuse = !(e && !strcmp(e, "0"));
-    }
-    return oct_cuda_moe_fuse != 0;
+    return knob_on(&oct_cuda_moe_fuse, "OCTET_CUDA_MOE_FUSE");
 }
 
 /* 0: a decode step's down GEMM launched in the ordinary way; 1: with
@@ -370,11 +377,7 @@ int oct_cuda_moe_pdl = -1;
 
 static bool pdl_on(void)
 {
-    if (oct_cuda_moe_pdl < 0) {
-        const char *e = getenv("OCTET_CUDA_MOE_PDL");
-        oct_cuda_moe_pdl = !(e && !strcmp(e, "0"));
-    }
-    return oct_cuda_moe_pdl != 0;
+    return knob_on(&oct_cuda_moe_pdl, "OCTET_CUDA_MOE_PDL");
 }
 
 /* The gate/up input's quantization for the routing kernel to do itself (kind
@@ -428,11 +431,7 @@ int oct_cuda_moe_router_kernel = -1;
 
 static bool router_on(void)
 {
-    if (oct_cuda_moe_router_kernel < 0) {
-        const char *e = getenv("OCTET_CUDA_MOE_ROUTER");
-        oct_cuda_moe_router_kernel = !(e && !strcmp(e, "0"));
-    }
-    return oct_cuda_moe_router_kernel != 0;
+    return knob_on(&oct_cuda_moe_router_kernel, "OCTET_CUDA_MOE_ROUTER");
 }
 
 /* f32 router logits [n, E] of the BF16 router (weights rw) into m->logits. */
