@@ -990,7 +990,7 @@ static oct_status attn_batch_run(const struct attn_fix *f, const struct attn_bat
     return oct_cuda_attention(b->dq, b->n, f->nq, f->nkv, f->d, b->dqs, b->dqp, f->dbt,
                               f->max_blocks, f->bs, dt, f->dkc, f->dvc, f->ks, f->vs, f->scale,
                               f->c->window, f->call_ctx, b->dtiles, b->nt, b->ddrows, b->nd,
-                              b->dout, NULL, b->dws, b->wsb, NULL);
+                              b->dout, NULL, NULL, b->dws, b->wsb, NULL);
 }
 
 /* A call that writes FP8 (oct_cuda_attention_act_fits) against its own bf16
@@ -1014,7 +1014,7 @@ static void attn_act_check(const struct attn_fix *f, const struct attn_batch *b)
             ok ? oct_cuda_attention(b->dq, n, f->nq, f->nkv, f->d, b->dqs, b->dqp, f->dbt,
                                     f->max_blocks, f->bs, dt, f->dkc, f->dvc, f->ks, f->vs,
                                     f->scale, f->c->window, f->call_ctx, NULL, 0, NULL, 0, b->dout,
-                                    &act, b->dws, b->wsb, NULL)
+                                    &act, NULL, b->dws, b->wsb, NULL)
                : OCT_ERR_NOMEM;
         CHECKF(st == OCT_OK, "attention FP8 output kind %d: status %d (%s)", kind, st,
                oct_cuda_ops_last_error());
@@ -1046,6 +1046,85 @@ static void attn_act_check(const struct attn_fix *f, const struct attn_batch *b)
 }
 
 /* One call over list[0..n) into out [n, nq d] (host); *nt its tiles. */
+/* RoPE inside the call (oct_cuda_attention's rope), for a batch of rows each
+ * its sequence's only one that oct_cuda_attention_rope_fits: the batch's qkv
+ * taken as un-roped, against oct_cuda_rope_qk_store and then the call without
+ * rope, on copies of the caches: the output and both caches byte-identical
+ * (rows at or past max_ctx store nothing either way).  q/k norm on the E4M3
+ * cases. */
+static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b,
+                            const int64_t *list)
+{
+    const int64_t n = b->n, d = f->d, qd = f->nq * d, row = f->row;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t u = 0; u < i; u++)
+            if (f->qp[list[i]] >= 0 && f->qp[list[u]] >= 0 && f->qs[list[i]] == f->qs[list[u]])
+                return; /* two rows of a sequence */
+    if (b->nt > 0 || !oct_cuda_attention_rope_fits(n, d, 0, b->dq, f->dkc, f->dvc))
+        return;
+    const size_t cb = (size_t)(f->max_blocks * f->c->n_seqs * f->nkv * f->bs * d) *
+                      (f->c->fp8 ? 1 : 2),
+                 qb = (size_t)(n * row) * 2, ob = (size_t)(n * qd) * 2;
+    uint8_t *hc = malloc(2 * cb), *hr = malloc(2 * cb);
+    uint16_t *hq = malloc(qb), *oa = malloc(ob), *ob_ = malloc(ob);
+    float *inv = malloc((size_t)d / 2 * 4), *nw = malloc((size_t)d * 4);
+    int32_t *slot = malloc((size_t)n * 4);
+    REQUIRE(hc && hr && hq && oa && ob_ && inv && nw && slot);
+    for (int64_t i = 0; i < d / 2; i++)
+        inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / (float)d);
+    for (int64_t i = 0; i < d; i++)
+        nw[i] = 0.5f + rng_unif();
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t p = f->qp[list[i]];
+        slot[i] = p < 0 || p >= f->call_ctx
+                      ? -1
+                      : f->bt[f->qs[list[i]] * f->max_blocks + p / f->bs] * (int32_t)f->bs +
+                            (int32_t)(p % f->bs);
+    }
+    bool ok = dev_down(hc, f->dkc, cb) && dev_down(hc + cb, f->dvc, cb) && dev_down(hq, b->dq, qb);
+    uint8_t *ca = dev_up(hc, 2 * cb), *cr = dev_up(hc, 2 * cb);
+    uint16_t *qa = dev_up(hq, qb), *qr = dev_up(hq, qb), *outr = dev_up(NULL, ob);
+    float *dinv = dev_up(inv, (size_t)d / 2 * 4), *dnw = dev_up(nw, (size_t)d * 4);
+    int32_t *dsl = dev_up(slot, (size_t)n * 4);
+    ok = ok && ca && cr && qa && qr && outr && dinv && dnw && dsl;
+    const int dt = f->c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
+    const float *norm = f->c->fp8 ? dnw : NULL;
+    const oct_cuda_rope rope = {dinv, norm, norm, EPS};
+    oct_status st =
+        ok ? oct_cuda_rope_qk_store(qr, n, f->nq, f->nkv, d, b->dqp, dinv, norm, norm, EPS, dsl,
+                                    f->bs, dt, cr, cr + cb, f->ks, f->vs, NULL)
+           : OCT_ERR_NOMEM;
+    if (st == OCT_OK)
+        st = oct_cuda_attention(qr, n, f->nq, f->nkv, d, b->dqs, b->dqp, f->dbt, f->max_blocks,
+                                f->bs, dt, cr, cr + cb, f->ks, f->vs, f->scale, f->c->window,
+                                f->call_ctx, NULL, 0, NULL, 0, outr, NULL, NULL, b->dws, b->wsb,
+                                NULL);
+    if (st == OCT_OK)
+        st = oct_cuda_attention(qa, n, f->nq, f->nkv, d, b->dqs, b->dqp, f->dbt, f->max_blocks,
+                                f->bs, dt, ca, ca + cb, f->ks, f->vs, f->scale, f->c->window,
+                                f->call_ctx, NULL, 0, NULL, 0, b->dout, NULL, &rope, b->dws, b->wsb,
+                                NULL);
+    CHECKF(st == OCT_OK, "attention with RoPE inside: status %d (%s)", st,
+           oct_cuda_ops_last_error());
+    ok = ok && st == OCT_OK && dev_down(oa, b->dout, ob) && dev_down(ob_, outr, ob) &&
+         dev_down(hc, ca, 2 * cb) && dev_down(hr, cr, 2 * cb);
+    const bool same_out = ok && memcmp(oa, ob_, ob) == 0, same_kv = ok && !memcmp(hc, hr, 2 * cb);
+    CHECKF(same_out && same_kv,
+           "attention %s d %lld, %lld rows, RoPE inside: output %s, caches %s (tolerance: "
+           "exact)",
+           f->c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)n,
+           same_out ? "identical" : "differ", same_kv ? "identical" : "differ");
+    printf("  attention %s kv, d %lld, %lld rows, RoPE inside%s: output and caches %s\n",
+           f->c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)n, norm ? " (q/k norm)" : "",
+           same_out && same_kv ? "byte-identical to rope_qk_store + attention" : "DIFFER");
+    void *dev[] = {ca, cr, qa, qr, outr, dinv, dnw, dsl};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(dev); i++)
+        oct_cuda_free(dev[i]);
+    void *host[] = {hc, hr, hq, oa, ob_, inv, nw, slot};
+    for (size_t i = 0; i < OCT_ARRAY_LEN_T(host); i++)
+        free(host[i]);
+}
+
 static bool attn_call(const struct attn_fix *f, const int64_t *list, int64_t n, bool planned,
                       uint16_t *out, int64_t *nt)
 {
@@ -1056,8 +1135,10 @@ static bool attn_call(const struct attn_fix *f, const int64_t *list, int64_t n, 
         oct_status st = attn_batch_run(f, &b);
         CHECKF(st == OCT_OK, "attention: status %d (%s)", st, oct_cuda_ops_last_error());
         ok = st == OCT_OK && dev_down(out, b.dout, (size_t)(n * f->nq * f->d) * 2);
-        if (ok)
+        if (ok) {
             attn_act_check(f, &b);
+            attn_rope_check(f, &b, list);
+        }
     }
     *nt = b.nt;
     attn_batch_free(&b);
@@ -1353,20 +1434,51 @@ static void test_attention_long(void)
     run_attention_long(true);
 }
 
+typedef struct {
+    int64_t m, n, k;
+    bool bias, f32;
+    float mult;
+} gemm_bf16_case;
+
+/* One oct_cuda_gemm_bf16 result (device dy) against the double reference:
+ * |err| <= 2^-8 |ref| (bf16 output's rounding) + 2^-16 sum|x w| (f32
+ * accumulation, any order). */
+static void gemm_bf16_check(const gemm_bf16_case *c, const void *dy, float *y, const double *ref,
+                            const double *mag, const char *path)
+{
+    const int64_t m = c->m, n = c->n, k = c->k;
+    REQUIRE(dev_down(y, dy, (size_t)(m * n) * (c->f32 ? 4 : 2)));
+    double maxrel = 0.0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m * n; i++) {
+        double g = c->f32 ? (double)y[i] : (double)fb(((uint16_t *)y)[i]);
+        double rv = ref[i] * (double)c->mult, tol_acc = 0x1p-16 * mag[i] * (double)c->mult;
+        double e = fabs(g - rv);
+        double tol = (c->f32 ? 0.0 : 0x1p-8 * fabs(rv)) + tol_acc + 1e-30;
+        bad += e > tol;
+        double rel = e / (fabs(rv) + tol_acc + 1e-30);
+        maxrel = rel > maxrel ? rel : maxrel;
+    }
+    CHECKF(bad == 0,
+           "gemm_bf16 %lld x %lld x %lld bias %d f32 %d (%s): %lld outputs beyond "
+           "2^-8|ref| + 2^-16 sum|xw|",
+           (long long)m, (long long)n, (long long)k, c->bias, c->f32, path, (long long)bad);
+    printf("  gemm_bf16 %lld x %lld x %lld bias %d %s out mult %g (%s): max err / (|ref| + "
+           "2^-16 sum|xw|) %.3g\n",
+           (long long)m, (long long)n, (long long)k, c->bias, c->f32 ? "f32" : "bf16",
+           (double)c->mult, path, maxrel);
+}
+
 static void test_gemm_bf16(void)
 {
-    /* tolerance vs the double reference: |err| <= 2^-8 |ref| (bf16 output's
-     * rounding) + 2^-16 sum|x w| (f32 accumulation, any order) */
     oct_cuda_ctx *ctx = NULL;
     REQUIRE(oct_cuda_ctx_create(&ctx) == OCT_OK);
-    struct {
-        int64_t m, n, k;
-        bool bias, f32;
-        float mult;
-    } cs[] = {
+    const gemm_bf16_case cs[] = {
         {1, 1024, H, false, false, 1.0f},  {17, 1024, H, true, false, 1.0f},
         {100, 512, H, false, false, 0.5f}, {3, VOCAB, H, false, true, 1.0f},
         {5, 6144, H, true, true, 0.125f},  {2, 333, 136, true, false, 1.0f},
+        {8, 6144, H, true, false, 1.0f},   {9, 1000, 2 * H, false, false, 0.25f},
+        {16, 4104, H, true, false, 1.0f},
     };
     for (size_t ci = 0; ci < OCT_ARRAY_LEN_T(cs); ci++) {
         const int64_t m = cs[ci].m, n = cs[ci].n, k = cs[ci].k;
@@ -1385,33 +1497,17 @@ static void test_gemm_bf16(void)
         float *db = dev_up(b, (size_t)n * 4);
         void *dy = dev_up(NULL, (size_t)(m * n) * 4);
         REQUIRE(dx && dw && db && dy);
-        oct_status st = oct_cuda_gemm_bf16(ctx, m, n, k, dx, dw, cs[ci].bias ? db : NULL,
-                                           cs[ci].mult, dy, cs[ci].f32, NULL);
-        CHECKF(st == OCT_OK, "gemm_bf16 %lld x %lld x %lld: status %d (%s)", (long long)m,
-               (long long)n, (long long)k, st, oct_cuda_ops_last_error());
-        if (st == OCT_OK) {
-            REQUIRE(dev_down(y, dy, (size_t)(m * n) * (cs[ci].f32 ? 4 : 2)));
-            double maxrel = 0.0;
-            int64_t bad = 0;
-            for (int64_t i = 0; i < m * n; i++) {
-                double g = cs[ci].f32 ? (double)y[i] : (double)fb(((uint16_t *)y)[i]);
-                double rv = ref[i] * (double)cs[ci].mult,
-                       tol_acc = 0x1p-16 * mag[i] * (double)cs[ci].mult;
-                double e = fabs(g - rv);
-                double tol = (cs[ci].f32 ? 0.0 : 0x1p-8 * fabs(rv)) + tol_acc + 1e-30;
-                bad += e > tol;
-                double rel = e / (fabs(rv) + tol_acc + 1e-30);
-                maxrel = rel > maxrel ? rel : maxrel;
-            }
-            CHECKF(bad == 0,
-                   "gemm_bf16 %lld x %lld x %lld bias %d f32 %d: %lld outputs beyond "
-                   "2^-8|ref| + 2^-16 sum|xw|",
-                   (long long)m, (long long)n, (long long)k, cs[ci].bias, cs[ci].f32,
-                   (long long)bad);
-            printf("  gemm_bf16 %lld x %lld x %lld bias %d %s out mult %g: max err / (|ref| + "
-                   "2^-16 sum|xw|) %.3g\n",
-                   (long long)m, (long long)n, (long long)k, cs[ci].bias,
-                   cs[ci].f32 ? "f32" : "bf16", (double)cs[ci].mult, maxrel);
+        /* the default choice (a bf16 y of up to 16 rows with k % 64 == 0: the
+         * streaming kernel of gemv_bf16.cu), then cuBLASLt where that differs */
+        const bool gemv = !cs[ci].f32 && m <= 16 && k % 64 == 0;
+        for (int lt = 0; lt <= (int)gemv; lt++) {
+            REQUIRE(oct_cuda_ctx_set(ctx, "gemv_bf16_max_m", lt ? 0 : 16) == OCT_OK);
+            oct_status st = oct_cuda_gemm_bf16(ctx, m, n, k, dx, dw, cs[ci].bias ? db : NULL,
+                                               cs[ci].mult, dy, cs[ci].f32, NULL);
+            CHECKF(st == OCT_OK, "gemm_bf16 %lld x %lld x %lld: status %d (%s)", (long long)m,
+                   (long long)n, (long long)k, st, oct_cuda_ops_last_error());
+            if (st == OCT_OK)
+                gemm_bf16_check(&cs[ci], dy, y, ref, mag, gemv && !lt ? "gemv_bf16" : "cublaslt");
         }
         if (ci == 1) /* bf16 output, bias and a multiplier: refused */
             CHECK(oct_cuda_gemm_bf16(ctx, m, n, k, dx, dw, db, 2.0f, dy, false, NULL) ==
@@ -1658,28 +1754,28 @@ static void test_bad_shapes(void)
     CHECK(oct_cuda_kv_store(d, 1, 4, 2, 64, d, 16, OCT_CUDA_KV_E4M3, d, d, 0.0f, 1.0f, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 1, 6, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             NULL, 0, NULL, 0, d, NULL, NULL, 0,
+                             NULL, 0, NULL, 0, d, NULL, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* 6 % 4 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 260, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             64, NULL, 0, NULL, 0, d, NULL, NULL, 0,
+                             64, NULL, 0, NULL, 0, d, NULL, NULL, NULL, 0,
                              NULL) == OCT_ERR_UNSUPPORTED); /* d > 256 */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             100, NULL, 0, NULL, 0, d, NULL, NULL, 0,
+                             100, NULL, 0, NULL, 0, d, NULL, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* ctx > 4 x 16 */
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 200, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0,
-                             3000, NULL, 0, NULL, 0, d, NULL, NULL, 0,
+                             3000, NULL, 0, NULL, 0, d, NULL, NULL, NULL, 0,
                              NULL) == OCT_ERR_INVALID_ARG); /* no workspace */
     CHECK(oct_cuda_attention(d, 1, 8, 4, 64, d, d, d, 4, 16, 5, d, d, 1, 1, 1, 0, 64, NULL, 0, NULL,
-                             0, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             0, d, NULL, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     /* tile lists: more tiles or decode rows than rows, a missing list */
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 5, d, 0, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 5, d, 0, d, NULL, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 1, d, -1, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 1, d, -1, d, NULL, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             NULL, 1, d, 1, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             NULL, 1, d, 1, d, NULL, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_attention(d, 4, 8, 4, 64, d, d, d, 4, 16, OCT_CUDA_KV_BF16, d, d, 1, 1, 1, 0, 64,
-                             d, 1, NULL, 2, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
+                             d, 1, NULL, 2, d, NULL, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_gemm_bf16(NULL, 1, 16, 16, d, d, NULL, 1.0f, d, false, NULL) ==
           OCT_ERR_INVALID_ARG);
     CHECK(oct_cuda_sample(d, 1, 0, d, d, NULL, NULL, 0, NULL) == OCT_ERR_INVALID_ARG);

@@ -181,6 +181,12 @@ typedef struct oct_backend_ops {
     oct_status (*attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
                             const oct_kv_view *kv, int64_t layer, const oct_rows *rows,
                             const void *qkv, const oct_units *next, void *att, oct_error *err);
+    /* Optional (NULL: rope_store, or rope_qk and kv_store, then attention):
+     * the three in one step where the backend can fuse them (qkv is then not
+     * necessarily written), with the same att and cache. */
+    oct_status (*rope_attention)(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                                 oct_kv_view *kv, int64_t layer, const oct_rows *rows, void *qkv,
+                                 const oct_units *next, void *att, oct_error *err);
     /* act [n, I] = silu(gate) * up of gu [n, 2I] (gate | up halves); `next`
      * as for rmsnorm. */
     oct_status (*silu_mul)(oct_backend *be, int64_t n, int64_t inter, const void *gu,

@@ -180,6 +180,21 @@ static oct_status rope_store(const oct_model *m, const oct_attn_shape *as, oct_k
     return st != OCT_OK ? st : op->kv_store(m->be, as, kv, l, rows, qkv, err);
 }
 
+/* RoPE, the KV store and attention of layer l on qkv into att: one backend
+ * op where the backend fuses them. */
+static oct_status rope_attention(const oct_model *m, const oct_attn_shape *as, oct_kv_view *kv,
+                                 int64_t l, const oct_rows *rows, oct_fwd_ws *ws,
+                                 const oct_units *next, oct_error *err)
+{
+    const oct_backend_ops *op = m->be->ops;
+    if (op->rope_attention)
+        return op->rope_attention(m->be, ws->ops, as, kv, l, rows, ws->qkv, next, ws->att, err);
+    oct_status st = rope_store(m, as, kv, l, rows, ws->qkv, err);
+    return st != OCT_OK
+               ? st
+               : op->attention(m->be, ws->ops, as, kv, l, rows, ws->qkv, next, ws->att, err);
+}
+
 /* The attention half of layer l: h = rmsnorm(x + pending) (the last block's
  * output added to the residual stream x), then o = attn Wo^T. */
 static oct_status attention_block(const oct_model *m, const oct_layer_weights *lw, int64_t l,
@@ -195,8 +210,7 @@ static oct_status attention_block(const oct_model *m, const oct_layer_weights *l
     if ((st = op->rmsnorm(be, ws->x, pending, a->residual_multiplier, lw->attn_norm, NULL, rows->n,
                           a->hidden, a->rms_eps, &qkv, ws->h, err)) ||
         (st = op->linear(be, ws->ops, &qkv, rows->n, ws->h, ws->qkv, err)) ||
-        (st = rope_store(m, &as, kv, l, rows, ws->qkv, err)) ||
-        (st = op->attention(be, ws->ops, &as, kv, l, rows, ws->qkv, &o, ws->att, err)))
+        (st = rope_attention(m, &as, kv, l, rows, ws, &o, err)))
         return st;
     return op->linear(be, ws->ops, &o, rows->n, ws->att, ws->o, err);
 }

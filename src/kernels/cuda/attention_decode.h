@@ -58,6 +58,7 @@ struct Dec {
     bool wrote;        // locate() false, yet the block wrote a padding row's output
     int nparts, part;  // partitions of the row, this one
     int blk0;          // the first block-table entry of the partition (sm_bt[0])
+    int64_t jnew;      // (a.rope) the row's own position, whose K/V the block made; else -1
 };
 
 // A block's copy of its partition's block-table entries bt[blk0 ...].
@@ -264,6 +265,7 @@ __device__ bool locate(const oct_attn_args &a, int gc, int min_part, Dec &b)
     const int64_t d = a.d, qd = a.n_q * d, p = a.row_pos[b.t], seq = a.row_seq[b.t];
     b.bt = a.bt + seq * a.max_blocks;
     b.wrote = false;
+    b.jnew = -1;
     if (p < 0 || p >= a.max_ctx) { // padding row: zeros; out of range: NaN
         b.wrote = blockIdx.z == 0;
         if (b.wrote)

@@ -72,6 +72,7 @@ struct oct_backend_ws {
      * tiles [2 * max_tokens] and the other rows [max_tokens], on the device */
     int32_t *tiles, *drows;
     int64_t n_tiles, n_drows;
+    bool own_seq_rows; /* every row (padding aside) its sequence's only one */
     int32_t *tables;   /* device [max_tokens * max_blocks] */
     int32_t *h_tables; /* pinned host staging of the same */
     int64_t max_blocks, block_size;
@@ -402,6 +403,10 @@ static oct_status cu_begin(oct_backend *be, oct_backend_ws *ws, const oct_rows *
     const int64_t n_local = stage_rows(ws, rows, kv, h_pos, h_seq, h_slot);
     for (int64_t i = 0; i < n_out; i++)
         h_rows[i] = (int32_t)out_rows[i];
+    int64_t n_real = 0;
+    for (int64_t t = 0; t < n; t++)
+        n_real += rows->pos[t] >= 0;
+    ws->own_seq_rows = n_local == n_real;
     int32_t *h_tiles = h_rows + T, *h_drows = h_tiles + 2 * T;
     ws->n_tiles = oct_cuda_attention_plan(h_seq, h_pos, n, h_tiles, h_drows, &ws->n_drows);
     if (ws->n_tiles < 0)
@@ -594,14 +599,15 @@ static bool attn_act_on(void)
     return on == 1;
 }
 
-static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
-                               const oct_kv_view *kv, int64_t l, const oct_rows *rows,
-                               const void *qkv, const oct_units *next, void *att, oct_error *err)
+/* Attention of the batch's rows into att; rope (NULL: none) applies RoPE and
+ * the KV store inside (cu_rope_attention). */
+static oct_status attention_call(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                                 const oct_kv_view *kv, int64_t l, const oct_rows *rows,
+                                 const void *qkv, const oct_units *next, void *att,
+                                 const oct_cuda_rope *rope, oct_error *err)
 {
     const int64_t qd = a->n_heads * a->head_dim;
     oct_cuda_act out = {.kind = OCT_CUDA_ACT_BF16, .y = att};
-    if (skip_op(impl(be), "attention"))
-        return OCT_OK;
     if (attn_act_on() && oct_cuda_attention_act_fits(rows->n, qd, ws->n_tiles)) {
         out = producer_out(ws, next, rows->n, qd, att);
         if (out.kind != OCT_CUDA_ACT_FP8_ROW && out.kind != OCT_CUDA_ACT_FP8_GROUP128) {
@@ -613,9 +619,49 @@ static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_at
                           ws->tables, ws->max_blocks, kv->block_size, kv_kind(kv->dtype), kv->k[l],
                           kv->v[l], kv->k_scale[l], kv->v_scale[l], a->scale, a->sliding_window,
                           ws->d.max_ctx, ws->tiles, ws->n_tiles, ws->drows, ws->n_drows, att, &out,
-                          ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
-       "attention");
+                          rope, ws->attn_ws, ws->attn_ws_bytes, impl(be)->stream),
+       rope ? "RoPE, KV store and attention" : "attention");
     return OCT_OK;
+}
+
+static oct_status cu_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                               const oct_kv_view *kv, int64_t l, const oct_rows *rows,
+                               const void *qkv, const oct_units *next, void *att, oct_error *err)
+{
+    if (skip_op(impl(be), "attention"))
+        return OCT_OK;
+    return attention_call(be, ws, a, kv, l, rows, qkv, next, att, NULL, err);
+}
+
+/* OCTET_CUDA_ATTN_ROPE=0 (read once): RoPE and the KV store always run as
+ * their own kernel before attention. */
+static bool attn_rope_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("OCTET_CUDA_ATTN_ROPE");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on == 1;
+}
+
+/* Decode rows, each its sequence's only one, on the decode kernel that applies
+ * RoPE itself (oct_cuda_attention_rope_fits): one kernel instead of two.  Else
+ * rope_store, then attention. */
+static oct_status cu_rope_attention(oct_backend *be, oct_backend_ws *ws, const oct_attn_shape *a,
+                                    oct_kv_view *kv, int64_t l, const oct_rows *rows, void *qkv,
+                                    const oct_units *next, void *att, oct_error *err)
+{
+    cuda_be *c = impl(be);
+    if (!attn_rope_on() || !ws->own_seq_rows || kv->scales_pending[l] || skip_op(c, "rope") ||
+        skip_op(c, "attention") ||
+        !oct_cuda_attention_rope_fits(rows->n, a->head_dim, ws->n_tiles, qkv, kv->k[l], kv->v[l])) {
+        oct_status st = cu_rope_store(be, a, kv, l, rows, qkv, err);
+        return st != OCT_OK ? st : cu_attention(be, ws, a, kv, l, rows, qkv, next, att, err);
+    }
+    const oct_cuda_rope rope = {dev_of(c, a->inv_freq), dev_of(c, a->q_norm), dev_of(c, a->k_norm),
+                                a->rms_eps};
+    return attention_call(be, ws, a, kv, l, rows, qkv, next, att, &rope, err);
 }
 
 static oct_status cu_silu_mul(oct_backend *be, int64_t n, int64_t inter, const void *gu,
@@ -728,6 +774,11 @@ static oct_status cu_graph_try(oct_backend *be, oct_backend_ws *ws, const oct_kv
      * depends on the batch's shape, not only its size) runs eagerly */
     if (c->eager || n > MAX_GRAPH_ROWS || ws->n_tiles > 0)
         return OCT_OK;
+    /* ... and each row is its sequence's only one: a recorded step may apply
+     * RoPE inside attention, which a batch of several rows of a sequence
+     * (whose later rows read the earlier ones' K/V) cannot replay */
+    if (!ws->own_seq_rows)
+        return OCT_OK;
     for (int i = 0; i < ws->n_graphs; i++)
         if (ws->graphs[i].n == n) {
             CK(oct_cuda_graph_launch(ws->graphs[i].exec, c->stream), "graph launch");
@@ -819,6 +870,7 @@ static const oct_backend_ops k_cuda_ops = {
     .kv_store = cu_kv_store,
     .rope_store = cu_rope_store,
     .attention = cu_attention,
+    .rope_attention = cu_rope_attention,
     .silu_mul = cu_silu_mul,
     .linear = cu_linear,
     .moe = cu_moe,

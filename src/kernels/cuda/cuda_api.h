@@ -276,6 +276,20 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
  * make them from out, for a call that oct_cuda_attention_act_fits; out is then
  * not written (a scratch in ws holds the bf16 rows).  Any other kind, or a call
  * that does not fit: OCT_ERR_UNSUPPORTED. */
+/* rope (NULL: none): RoPE and the KV store inside the attention call, for a call
+ * that oct_cuda_attention_rope_fits and whose every row is the only row of its
+ * sequence: qkv holds q and k un-roped; each row's q and k heads are rotated
+ * (with Qwen3's q/k norm) as oct_cuda_rope_qk rotates them, and its k and v go
+ * into the cache at its position as oct_cuda_kv_store puts them (so a row's
+ * block-table entry for that position must be set, as for the store); qkv is
+ * not written.  The outputs and the cache are byte-identical to
+ * oct_cuda_rope_qk_store followed by the call without rope.  A call that does
+ * not fit: OCT_ERR_UNSUPPORTED. */
+typedef struct oct_cuda_rope {
+    const float *inv_freq;        /* [d/2], device */
+    const float *q_norm, *k_norm; /* [d] or NULL, device */
+    float eps;
+} oct_cuda_rope;
 size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,
@@ -283,8 +297,14 @@ oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64
                               int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
                               float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
                               const int32_t *tiles, int64_t n_tiles, const int32_t *drows,
-                              int64_t n_drows, uint16_t *out, const oct_cuda_act *act, void *ws,
-                              size_t ws_bytes, void *stream);
+                              int64_t n_drows, uint16_t *out, const oct_cuda_act *act,
+                              const oct_cuda_rope *rope, void *ws, size_t ws_bytes, void *stream);
+/* Whether oct_cuda_attention may take rope for m rows (1 <= m <= 64, no tiles)
+ * of head size d with these qkv and cache pointers: the tensor-core decode
+ * kernel's register path runs them (head_dim 128, 16-byte aligned qkv and
+ * caches, oct_cuda_attn_decode_tc and _staged not forcing other kernels). */
+bool oct_cuda_attention_rope_fits(int64_t m, int64_t d, int64_t n_tiles, const void *qkv,
+                                  const void *k_cache, const void *v_cache);
 /* Whether a call of n rows of n_q d = qd elements with n_tiles tiles may write
  * an FP8 act: no tiles, 1 <= n <= 64, qd % 8 == 0 and qd <= 8192. */
 bool oct_cuda_attention_act_fits(int64_t n, int64_t qd, int64_t n_tiles);

@@ -470,6 +470,14 @@ oct_status oct_cuda_gemv_w8a8_launch_strided(int64_t m, int64_t n, int64_t k, co
                                              const uint8_t *w, const float *sw, oct_scale_kind kind,
                                              uint16_t *y, bool pdl, cudaStream_t st);
 
+/* Small-M BF16 kernel (gemv_bf16.cu): y bf16 [m,n] = bf16((x w^T + bias) * mult)
+ * for 1 <= m <= 16, k % 64 == 0 and 16-byte aligned x, w (_fits says whether a
+ * call qualifies; else the launcher returns OCT_ERR_UNSUPPORTED).  pdl as above. */
+bool oct_cuda_gemv_bf16_fits(int64_t m, int64_t n, int64_t k, const void *x, const void *w);
+oct_status oct_cuda_gemv_bf16_launch(int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                                     const uint16_t *w, const float *bias, float mult, uint16_t *y,
+                                     bool pdl, cudaStream_t st);
+
 /* The bulk-copy version (gemv_fp8_tma.cu): m <= 64, k % 1024 == 0, sm_90. */
 cudaError_t oct_cuda_gemv_w8a8_tma_launch(int m, int n, int k, const uint8_t *a, const float *sa,
                                           const uint8_t *w, const float *sw, oct_scale_kind kind,
@@ -578,6 +586,7 @@ struct oct_cuda_ctx {
     int64_t gemv_fused_max_mk; /* ... and while m * k <= this (m = 1 always) */
     int gemv_fused_any_grid;   /* 1: also when blocks get a single tile (tests) */
     int gemv_persist;          /* 1: the persistent streaming kernel where it applies */
+    int64_t gemv_bf16_max_m;   /* BF16 GEMM with a bf16 output: gemv_bf16.cu up to this M */
     int wgmma;                 /* 0: the auto path never uses gemm_wgmma.cu */
     int wgmma_cfg;             /* > 0: always wgmma config wgmma_cfg - 1 (tests) */
     int large_gemv;            /* 1: the streaming kernel wherever the tuner may pick it (tests) */
@@ -648,6 +657,13 @@ typedef struct oct_attn_args {
      * row's codes and scales into act. */
     oct_cuda_act act;
     int *row_cnt;
+    /* RoPE inside (oct_cuda_attention_rope_fits: decode rows on the tensor-core
+     * kernel's register path, each row its sequence's only one): q and k of qkv
+     * are read un-roped, every block rotates its query heads, and the block of
+     * a row's last partition its KV head's k, storing k and v at the row's
+     * position (the first of the head's query-head split). */
+    bool rope;
+    oct_cuda_rope rope_args;
 } oct_attn_args;
 /* The kernel covers these arguments: head_dim 64 or 128, 16-byte aligned qkv,
  * caches and out, max_ctx and block size <= 2^30, few enough heads for the grid. */

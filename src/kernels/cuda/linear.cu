@@ -16,6 +16,10 @@
 // against the swapped wgmma shapes and cuBLASLt), elsewhere by rule; from 17
 // tokens the streaming kernel is a candidate up to 64.
 #define OCT_CUDA_GEMV_MAX_M_DEFAULT 16
+// BF16 linears of up to this many rows on the streaming kernel (gemv_bf16.cu)
+// rather than cuBLASLt: a decode step's weights start streaming while their
+// producer runs (programmatic launch), and no split-K reduction kernel follows.
+#define OCT_CUDA_GEMV_BF16_MAX_M_DEFAULT 16
 #define OCT_CUDA_GEMV_MAX_M_BLOCK_DEFAULT 16
 // The fused-quantization persistent kernel (gemv_fp8_fused.cu) up to this M and
 // m * k: every block quantizes all of x itself (m*k divisions per block), which
@@ -81,12 +85,16 @@ extern "C" oct_status oct_cuda_ctx_create(oct_cuda_ctx **out)
     c->gemv_fused_max_mk = OCT_CUDA_GEMV_FUSED_MAX_MK_DEFAULT;
     c->wgmma = 1;
     c->gemv_persist = 1;
+    c->gemv_bf16_max_m = OCT_CUDA_GEMV_BF16_MAX_M_DEFAULT;
     const char *env = getenv("OCTET_CUDA_WGMMA");
     if (env && *env)
         c->wgmma = atoi(env) != 0;
     env = getenv("OCTET_CUDA_GEMV_MAX_M");
     if (env && *env)
         c->gemv_max_m = atoll(env);
+    env = getenv("OCTET_CUDA_GEMV_BF16_MAX_M");
+    if (env && *env)
+        c->gemv_bf16_max_m = atoll(env);
     env = getenv("OCTET_CUDA_GEMV_FUSED_MAX_M");
     if (env && *env)
         c->gemv_fused_max_m = atoll(env);
@@ -182,6 +190,8 @@ extern "C" oct_status oct_cuda_ctx_set(oct_cuda_ctx *c, const char *key, int64_t
         oct_cuda_quant_pdl = value != 0;
     else if (!strcmp(key, "large_gemv"))
         c->large_gemv = value != 0;
+    else if (!strcmp(key, "gemv_bf16_max_m"))
+        c->gemv_bf16_max_m = value;
     else if (!strcmp(key, "gemv_persist"))
         c->gemv_persist = value != 0;
     else if (!strcmp(key, "wgmma"))

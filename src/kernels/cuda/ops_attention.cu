@@ -182,7 +182,7 @@ oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, in
                    const void *v_cache, float k_scale, float v_scale, float scale,
                    int64_t sliding_window, int64_t max_ctx, const int32_t *tiles, int64_t n_tiles,
                    const int32_t *drows, int64_t n_drows, uint16_t *out, const oct_cuda_act *act,
-                   void *ws, size_t ws_bytes, void *stream)
+                   const oct_cuda_rope *rope, void *ws, size_t ws_bytes, void *stream)
 {
     const bool ptrs_ok = qkv && row_seq && row_pos && block_tables && k_cache && v_cache && out;
     const bool lists_ok = n_tiles == 0 || (tiles && (n_drows == 0 || drows));
@@ -208,6 +208,15 @@ oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, in
                                      "attention: FP8 output (kind %d) of %lld rows, %lld tiles",
                                      act->kind, (long long)m, (long long)n_tiles);
         a.act = *act;
+    }
+    if (rope) { // RoPE and the KV store inside the decode kernel
+        if (!rope->inv_freq || !oct_cuda_attention_rope_fits(m, d, n_tiles, qkv, k_cache, v_cache))
+            return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
+                                     "attention: RoPE inside a call of %lld rows, %lld tiles, "
+                                     "head_dim %lld",
+                                     (long long)m, (long long)n_tiles, (long long)d);
+        a.rope = true;
+        a.rope_args = *rope;
     }
     cudaStream_t st = oct_cuda_stream(stream);
     if (m == 0 || n_tiles == 0 || !oct_cuda_attention_prefill_fits(&a)) {

@@ -29,6 +29,7 @@
 // cache q, K, V and P are bf16.  Scales as in the CUDA-core kernel:
 // s = (q . code_k) * scale * k_scale, out = (sum p code_v) * v_scale / sum p.
 #include "kernels/cuda/attention_decode.h"
+#include "kernels/cuda/rope.h"
 
 namespace
 {
@@ -73,9 +74,16 @@ __device__ __forceinline__ void cp16_or_zero(uint4 *dst, const void *src, bool v
                  : "memory");
 }
 
+// RoPE inside (a.rope): the block's query heads rotated, and the K and V rows
+// of the row's own position as cache bytes (made by the block of the row's last
+// partition, which fetch then reads them from instead of the cache).
+__shared__ __align__(16) uint16_t sm_q[8][128];
+__shared__ __align__(16) uint8_t sm_kv[2][256];
+
 // The tile's rows from position j0 on (rows at or past the partition's end are
-// zeros): put(i, p) takes vector i of the lane (K: 0 .. 2W, V: 2W + r * W/2 + w)
-// from p, or zeros where p is null.
+// zeros): put(i, p, sh) takes vector i of the lane (K: 0 .. 2W, V: 2W + r * W/2
+// + w) from p (in shared memory when sh: position b.jnew), or zeros where p is
+// null.
 template <bool FP8, class Put>
 __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Put put)
 {
@@ -87,20 +95,24 @@ __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Put put)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t j = j0 + 8 * h + g;
-        const uint4 *p =
-            j < b.je ? reinterpret_cast<const uint4 *>(kc + (kv_row(b, j) + 32 * t) * ES) : nullptr;
+        const bool sh = j == b.jnew;
+        const uint4 *p = j >= b.je ? nullptr
+                         : sh      ? reinterpret_cast<const uint4 *>(sm_kv[0] + 32 * t * ES)
+                              : reinterpret_cast<const uint4 *>(kc + (kv_row(b, j) + 32 * t) * ES);
 #pragma unroll
         for (int w = 0; w < W; w++)
-            put(h * W + w, p ? p + w : nullptr);
+            put(h * W + w, p ? p + w : nullptr, sh);
     }
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int64_t j = j0 + 2 * t + (r & 1) + 8 * (r >> 1);
-        const uint4 *p =
-            j < b.je ? reinterpret_cast<const uint4 *>(vc + (kv_row(b, j) + 16 * g) * ES) : nullptr;
+        const bool sh = j == b.jnew;
+        const uint4 *p = j >= b.je ? nullptr
+                         : sh      ? reinterpret_cast<const uint4 *>(sm_kv[1] + 16 * g * ES)
+                              : reinterpret_cast<const uint4 *>(vc + (kv_row(b, j) + 16 * g) * ES);
 #pragma unroll
         for (int w = 0; w < W / 2; w++)
-            put(2 * W + r * (W / 2) + w, p ? p + w : nullptr);
+            put(2 * W + r * (W / 2) + w, p ? p + w : nullptr, sh);
     }
 }
 
@@ -109,22 +121,73 @@ template <bool FP8>
 __device__ __forceinline__ void fetch_regs(const Dec &b, int64_t j0, Tile<FP8> &c)
 {
     const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-    fetch<FP8>(b, j0, [&](int i, const uint4 *p) {
+    fetch<FP8>(b, j0, [&](int i, const uint4 *p, bool sh) {
         uint4 &v = i < 2 * Tile<FP8>::W ? c.kr[i]
                                         : c.vr[(i - 2 * Tile<FP8>::W) / (Tile<FP8>::W / 2)]
                                               [(i - 2 * Tile<FP8>::W) % (Tile<FP8>::W / 2)];
-        v = p ? __ldg(p) : z;
+        v = !p ? z : sh ? *p : __ldg(p);
     });
 }
 
-// The tile into a ring slot (cp.async; the caller commits the group).
+// The tile into a ring slot (cp.async; the caller commits the group).  Never
+// with RoPE inside (b.jnew -1: every row from the cache).
 template <bool FP8>
 __device__ __forceinline__ void fetch_slot(const Dec &b, int64_t j0, uint4 *slot)
 {
     const int lane = threadIdx.x & 31;
     const void *any = b.a->kc;
-    fetch<FP8>(b, j0,
-               [&](int i, const uint4 *p) { cp16_or_zero(slot + i * 32 + lane, p ? p : any, p); });
+    fetch<FP8>(b, j0, [&](int i, const uint4 *p, bool) {
+        cp16_or_zero(slot + i * 32 + lane, p ? p : any, p);
+    });
+}
+
+// RoPE inside (a.rope), the block's part: warp w takes items w, w + 4, ... of
+// its query heads (rotated into sm_q), and where the partition ends at the
+// row's position p, the KV head's k (rotated) and v, as cache bytes into sm_kv
+// and, by the first block of the head's query-head split, into the cache at p.
+// oct_rope_head is rope_kernel's arithmetic, so the bits are the same.
+template <bool FP8> __device__ void rope_prologue(Dec &b)
+{
+    const oct_attn_args &a = *b.a;
+    const oct_cuda_rope &r = a.rope_args;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t p = a.row_pos[b.t], d = a.d;
+    const uint16_t *src = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * d;
+    const bool last = b.part == b.nparts - 1;
+    b.jnew = last ? p : -1;
+    int64_t base = -1; // the cache element of the head's row at p
+    if (last && (int)blockIdx.y % a.gsplit == 0) {
+        const int64_t blk = a.bs_shift >= 0 ? p >> a.bs_shift : p / a.bs;
+        const int64_t off = a.bs_shift >= 0 ? p & (a.bs - 1) : p % a.bs;
+        base = (((int64_t)__ldg(b.bt + blk) * a.n_kv + b.kvh) * a.bs + off) * d;
+    }
+    const int items = b.ng + (last ? 2 : 0);
+    for (int it = warp; it < items; it += kWarps) {
+        const int kv = it - b.ng; // 0: k, 1: v
+        uint8_t *cache =
+            kv < 0 ? nullptr : static_cast<uint8_t *>(const_cast<void *>(kv ? a.vc : a.kc));
+        const float sc = kv ? a.v_scale : a.k_scale;
+        auto put = [&](int i, uint16_t bits) {
+            if (kv < 0) {
+                sm_q[it][i] = bits;
+            } else if (FP8) {
+                const uint8_t c = oct_kv_e4m3(bits, sc);
+                sm_kv[kv][i] = c;
+                if (base >= 0)
+                    cache[base + i] = c;
+            } else {
+                reinterpret_cast<uint16_t *>(sm_kv[kv])[i] = bits;
+                if (base >= 0)
+                    reinterpret_cast<uint16_t *>(cache)[base + i] = bits;
+            }
+        };
+        if (kv == 1)
+            for (int i = lane; i < d; i += 32)
+                put(i, src[(a.n_q + a.n_kv + b.kvh) * d + i]);
+        else
+            oct_rope_head(src + (kv < 0 ? b.h0 + it : a.n_q + b.kvh) * d, (int)d, (float)p,
+                          r.inv_freq, kv < 0 ? r.q_norm : r.k_norm, r.eps, put);
+    }
 }
 
 // A ring slot's tile into registers.
@@ -190,17 +253,20 @@ struct TcState {
     float acc[8][4];
 };
 
-// Q rows of the block's heads (head g of lane (g, t), zero past ng) as A fragments.
+// Q rows of the block's heads (head g of lane (g, t), zero past ng) as A
+// fragments: from qkv, or rotated in sm_q with RoPE inside.
 template <bool FP8> __device__ __forceinline__ void load_q(const Dec &b, TcState &s)
 {
     const oct_attn_args &a = *b.a;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const uint16_t *q = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * a.d + (b.h0 + min(g, b.ng - 1)) * a.d;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, gq = min(g, b.ng - 1);
+    const uint16_t *q = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * a.d + (b.h0 + gq) * a.d;
+    const uint4 *qs = reinterpret_cast<const uint4 *>(sm_q[gq] + 32 * t);
     uint4 v[4];
 #pragma unroll
     for (int w = 0; w < 4; w++)
-        v[w] = g < b.ng ? __ldg(reinterpret_cast<const uint4 *>(q + 32 * t) + w)
-                        : make_uint4(0u, 0u, 0u, 0u);
+        v[w] = g >= b.ng ? make_uint4(0u, 0u, 0u, 0u)
+               : a.rope  ? qs[w]
+                         : __ldg(reinterpret_cast<const uint4 *>(q + 32 * t) + w);
 #pragma unroll
     for (int st = 0; st < 8; st++)
 #pragma unroll
@@ -404,9 +470,14 @@ __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn
     }
     load_bt(b); // q is requested meanwhile
     TcState s;
-    load_q<FP8>(b, s);
+    if (!STAGED && a.rope)
+        rope_prologue<FP8>(b);
+    else
+        load_q<FP8>(b, s);
     const float sk = (a.fp8 ? a.scale * a.k_scale : a.scale) * kLog2e;
-    __syncthreads(); // sm_bt
+    __syncthreads(); // sm_bt (and sm_q, sm_kv)
+    if (!STAGED && a.rope)
+        load_q<FP8>(b, s);
     if constexpr (STAGED)
         run_staged<FP8>(b, s, sk);
     else
@@ -432,6 +503,8 @@ template <int GC, bool FP8>
 cudaError_t launch_as(const oct_attn_args &a, dim3 grid, cudaStream_t st)
 {
     const bool staged = staged_for_rows(grid.x);
+    if (staged && a.rope) // (oct_cuda_attention_rope_fits says no)
+        return cudaErrorInvalidValue;
     auto kern = staged ? attn_decode_tc<GC, FP8, true> : attn_decode_tc<GC, FP8, false>;
     const size_t smem = smem_bytes<GC, FP8>(staged);
     cudaError_t e =
@@ -460,6 +533,18 @@ bool oct_cuda_attention_decode_tc_fits(const oct_attn_args *a)
     }
     return oct_cuda_attn_decode_tc && a->d == 128 && !((uintptr_t)a->qkv & 15u) &&
            !((uintptr_t)a->kc & 15u) && !((uintptr_t)a->vc & 15u);
+}
+
+extern "C" bool oct_cuda_attention_rope_fits(int64_t m, int64_t d, int64_t n_tiles, const void *qkv,
+                                             const void *k_cache, const void *v_cache)
+{
+    oct_attn_args a = {};
+    a.d = d;
+    a.qkv = static_cast<const uint16_t *>(qkv);
+    a.kc = k_cache;
+    a.vc = v_cache;
+    return n_tiles == 0 && m >= 1 && m <= kMergeRows && oct_cuda_attention_decode_tc_fits(&a) &&
+           !staged_for_rows((unsigned)m);
 }
 
 cudaError_t oct_cuda_attention_decode_tc_launch(const oct_attn_args *a, dim3 grid, cudaStream_t st)

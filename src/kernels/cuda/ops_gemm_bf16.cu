@@ -8,7 +8,11 @@
 //            bias_mult_f32 then computes (acc + bias) * out_mult in forward.c's
 //            order (bias in the linear, the logits scaling after it).
 // The descriptors and the heuristic's choice are made on every call (host work
-// only, so a stream capture records just the matmul).
+// only, so a stream capture records just the matmul).  A bf16 y of up to
+// ctx->gemv_bf16_max_m rows (OCTET_CUDA_GEMV_BF16_MAX_M; 0: never) goes to the
+// streaming kernel of gemv_bf16.cu instead, launched with programmatic
+// serialization; the logits (f32 y) stay on cuBLASLt, whose kernel reads the
+// 1 GB lm_head at the read roof.
 #include <cublasLt.h>
 
 #include "kernels/cuda/cuda_impl.h"
@@ -163,6 +167,11 @@ extern "C" oct_status oct_cuda_gemm_bf16(oct_cuda_ctx *ctx, int64_t m, int64_t n
         bias_mult_f32<<<grid_of(m * n), 256, 0, st>>>(static_cast<float *>(y), m, n, bias,
                                                       out_mult);
         return oct_cuda_ops_launched("gemm_bf16 bias");
+    }
+    if (m <= ctx->gemv_bf16_max_m && oct_cuda_gemv_bf16_fits(m, n, k, x, w)) {
+        r = oct_cuda_gemv_bf16_launch(m, n, k, x, w, bias, out_mult, static_cast<uint16_t *>(y),
+                                      true, st);
+        return r == OCT_OK ? r : oct_cuda_ops_fail(r, "gemm_bf16: gemv_bf16 launch failed");
     }
     r = lt_matmul(ctx, m, n, k, x, w, lt_bias ? bias : NULL, out_mult, y, CUDA_R_16BF, st,
                   &no_algo);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda/act_write.h"
+#include "kernels/cuda/rope.h"
 
 namespace
 {
@@ -315,8 +315,7 @@ __global__ void __launch_bounds__(kRowThreads)
     });
 }
 
-constexpr int kRopeWarps = 8;     // (row, head) items per block: one per warp
-constexpr int kRopeLanePairs = 8; // pairs per lane: d <= 2 * 32 * 8 = 512
+constexpr int kRopeWarps = 8; // (row, head) items per block: one per warp
 
 // Where rope_kernel also stores the rows' k and v into the paged cache
 // (kc NULL: it does not).  As oct_cuda_kv_store: E4M3 codes of the bf16 value /
@@ -333,8 +332,7 @@ __device__ __forceinline__ void kv_put(const KvDst &kv, void *cache, int64_t bas
                                        uint16_t bits, float sc)
 {
     if (kv.fp8)
-        static_cast<uint8_t *>(cache)[base + i] =
-            (uint8_t)oct_e4m3x2_sat(__fdiv_rn(bf16f(bits), sc), 0.0f); // vLLM: x / scale
+        static_cast<uint8_t *>(cache)[base + i] = oct_kv_e4m3(bits, sc);
     else
         static_cast<uint16_t *>(cache)[base + i] = bits;
 }
@@ -366,60 +364,19 @@ __global__ void __launch_bounds__(kRopeWarps * 32)
         return;
     const int64_t t = item / heads, h = item % heads;
     uint16_t *v = qkv + t * (n_q + 2 * n_kv) * d + h * d;
-    const int half = (int)(d / 2);
     if (h >= n_q + n_kv) { // a v head: the copy into the cache
         const int64_t base = kv_base(kv, t, h - n_q - n_kv, n_kv, d);
         for (int64_t i = lane; base >= 0 && i < d; i += 32)
             kv_put(kv, kv.vc, base, i, v[i], kv.v_scale);
         return;
     }
-    const float *nw = h < n_q ? q_norm : k_norm;
-    float x1[kRopeLanePairs], x2[kRopeLanePairs];
-    double ss = 0.0;
-#pragma unroll
-    for (int c = 0; c < kRopeLanePairs; c++) {
-        const int i = lane + 32 * c;
-        x1[c] = x2[c] = 0.0f;
-        if (i < half) {
-            x1[c] = bf16f(v[i]);
-            x2[c] = bf16f(v[i + half]);
-            ss += (double)x1[c] * (double)x1[c] + (double)x2[c] * (double)x2[c];
-        }
-    }
-    if (nw) { // uniform per warp
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        const float r = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
-#pragma unroll
-        for (int c = 0; c < kRopeLanePairs; c++) {
-            const int i = lane + 32 * c;
-            if (i < half) {
-                x1[c] = __fmul_rn(nw[i], __fmul_rn(x1[c], r));
-                x2[c] = __fmul_rn(nw[i + half], __fmul_rn(x2[c], r));
-            }
-        }
-    }
-    const float p = (float)pos[t];
     const int64_t base = h >= n_q ? kv_base(kv, t, h - n_q, n_kv, d) : -1;
-#pragma unroll
-    for (int c = 0; c < kRopeLanePairs; c++) {
-        const int i = lane + 32 * c;
-        if (i < half) {
-            const float ang = __fmul_rn(p, inv_freq[i]);
-            const float cs = cosf(ang), sn = sinf(ang);
-            const uint16_t lo =
-                oct_f32_to_bf16_dev(__fsub_rn(__fmul_rn(x1[c], cs), __fmul_rn(x2[c], sn)));
-            const uint16_t hi =
-                oct_f32_to_bf16_dev(__fadd_rn(__fmul_rn(x2[c], cs), __fmul_rn(x1[c], sn)));
-            v[i] = lo;
-            v[i + half] = hi;
-            if (base >= 0) {
-                kv_put(kv, kv.kc, base, i, lo, kv.k_scale);
-                kv_put(kv, kv.kc, base, i + half, hi, kv.k_scale);
-            }
-        }
-    }
+    oct_rope_head(v, (int)d, (float)pos[t], inv_freq, h < n_q ? q_norm : k_norm, eps,
+                  [&](int i, uint16_t bits) {
+                      v[i] = bits;
+                      if (base >= 0)
+                          kv_put(kv, kv.kc, base, i, bits, kv.k_scale);
+                  });
 }
 
 // Checks an activation destination for m rows of k; fills *rstatic.

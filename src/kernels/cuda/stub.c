@@ -222,15 +222,23 @@ bool oct_cuda_attention_act_fits(int64_t n, int64_t qd, int64_t n_tiles)
     return false;
 }
 
+bool oct_cuda_attention_rope_fits(int64_t m, int64_t d, int64_t n_tiles, const void *qkv,
+                                  const void *k_cache, const void *v_cache)
+{
+    (void)m, (void)d, (void)n_tiles, (void)qkv, (void)k_cache, (void)v_cache;
+    return false;
+}
+
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,
                               const int32_t *block_tables, int64_t max_blocks, int64_t block_size,
                               int kv_dtype, const void *k_cache, const void *v_cache, float k_scale,
                               float v_scale, float scale, int64_t sliding_window, int64_t max_ctx,
                               const int32_t *tiles, int64_t n_tiles, const int32_t *drows,
-                              int64_t n_drows, uint16_t *out, const oct_cuda_act *act, void *ws,
-                              size_t ws_bytes, void *stream)
+                              int64_t n_drows, uint16_t *out, const oct_cuda_act *act,
+                              const oct_cuda_rope *rope, void *ws, size_t ws_bytes, void *stream)
 {
+    (void)rope;
     (void)qkv, (void)m, (void)n_q, (void)n_kv, (void)d, (void)row_seq, (void)row_pos;
     (void)block_tables, (void)max_blocks, (void)block_size, (void)kv_dtype, (void)k_cache;
     (void)v_cache, (void)k_scale, (void)v_scale, (void)scale, (void)sliding_window;
