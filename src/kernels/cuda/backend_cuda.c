@@ -653,8 +653,8 @@ static oct_status cu_rope_attention(oct_backend *be, oct_backend_ws *ws, const o
                                     const oct_units *next, void *att, oct_error *err)
 {
     cuda_be *c = impl(be);
-    if (!attn_rope_on() || !ws->own_seq_rows || kv->scales_pending[l] || skip_op(c, "rope") ||
-        skip_op(c, "attention") ||
+    if (!attn_rope_on() || !ws->own_seq_rows || (kv->scales_pending && kv->scales_pending[l]) ||
+        skip_op(c, "rope") || skip_op(c, "attention") ||
         !oct_cuda_attention_rope_fits(rows->n, a->head_dim, ws->n_tiles, qkv, kv->k[l], kv->v[l])) {
         oct_status st = cu_rope_store(be, a, kv, l, rows, qkv, err);
         return st != OCT_OK ? st : cu_attention(be, ws, a, kv, l, rows, qkv, next, att, err);

@@ -145,7 +145,8 @@ __device__ __forceinline__ void fetch_slot(const Dec &b, int64_t j0, uint4 *slot
 // its query heads (rotated into sm_q), and where the partition ends at the
 // row's position p, the KV head's k (rotated) and v, as cache bytes into sm_kv
 // and, by the first block of the head's query-head split, into the cache at p.
-// oct_rope_head is rope_kernel's arithmetic, so the bits are the same.
+// oct_rope_head is rope_kernel's arithmetic, so the bits are the same.  Not
+// inlined: its registers stay out of the main loop's allocation.
 template <bool FP8> __device__ void rope_prologue(Dec &b)
 {
     const oct_attn_args &a = *b.a;
@@ -185,8 +186,8 @@ template <bool FP8> __device__ void rope_prologue(Dec &b)
             for (int i = lane; i < d; i += 32)
                 put(i, src[(a.n_q + a.n_kv + b.kvh) * d + i]);
         else
-            oct_rope_head(src + (kv < 0 ? b.h0 + it : a.n_q + b.kvh) * d, (int)d, (float)p,
-                          r.inv_freq, kv < 0 ? r.q_norm : r.k_norm, r.eps, put);
+            oct_rope_head<2>(src + (kv < 0 ? b.h0 + it : a.n_q + b.kvh) * d, (int)d, (float)p,
+                             r.inv_freq, kv < 0 ? r.q_norm : r.k_norm, r.eps, put); // (d 128)
     }
 }
 

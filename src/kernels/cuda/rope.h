@@ -12,20 +12,21 @@ namespace
 
 constexpr int kRopeLanePairs = 8; // pairs per lane: d <= 2 * 32 * 8 = 512
 
-// Head src[0, d) (bf16) at position p: the optional per-head RMSNorm with
-// weights nw (forward.c's rmsnorm over d, the sum in double), then rotate_half
-// RoPE on f32 values in registers; put(i, bits) for every element i, lane l
-// taking the pairs (i, i + d/2) of i = l, l + 32, ...  Called by all 32 lanes.
-template <class Put>
+// Head src[0, d) (bf16, d <= 64 NP) at position p: the optional per-head
+// RMSNorm with weights nw (forward.c's rmsnorm over d, the sum in double), then
+// rotate_half RoPE on f32 values in registers; put(i, bits) for every element
+// i, lane l taking the pairs (i, i + d/2) of i = l, l + 32, ... (the same
+// arithmetic whatever NP).  Called by all 32 lanes.
+template <int NP = kRopeLanePairs, class Put>
 __device__ __forceinline__ void oct_rope_head(const uint16_t *src, int d, float p,
                                               const float *inv_freq, const float *nw, float eps,
                                               Put put)
 {
     const int lane = (int)(threadIdx.x & 31), half = d / 2;
-    float x1[kRopeLanePairs], x2[kRopeLanePairs];
+    float x1[NP], x2[NP];
     double ss = 0.0;
 #pragma unroll
-    for (int c = 0; c < kRopeLanePairs; c++) {
+    for (int c = 0; c < NP; c++) {
         const int i = lane + 32 * c;
         x1[c] = x2[c] = 0.0f;
         if (i < half) {
@@ -40,7 +41,7 @@ __device__ __forceinline__ void oct_rope_head(const uint16_t *src, int d, float 
             ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float r = __fdiv_rn(1.0f, sqrtf(__fadd_rn((float)(ss / (double)d), eps)));
 #pragma unroll
-        for (int c = 0; c < kRopeLanePairs; c++) {
+        for (int c = 0; c < NP; c++) {
             const int i = lane + 32 * c;
             if (i < half) {
                 x1[c] = __fmul_rn(nw[i], __fmul_rn(x1[c], r));
@@ -49,7 +50,7 @@ __device__ __forceinline__ void oct_rope_head(const uint16_t *src, int d, float 
         }
     }
 #pragma unroll
-    for (int c = 0; c < kRopeLanePairs; c++) {
+    for (int c = 0; c < NP; c++) {
         const int i = lane + 32 * c;
         if (i < half) {
             const float ang = __fmul_rn(p, inv_freq[i]);
