@@ -1045,13 +1045,14 @@ static void attn_act_check(const struct attn_fix *f, const struct attn_batch *b)
     }
 }
 
-/* One call over list[0..n) into out [n, nq d] (host); *nt its tiles. */
 /* RoPE inside the call (oct_cuda_attention's rope), for a batch of rows each
  * its sequence's only one that oct_cuda_attention_rope_fits: the batch's qkv
  * taken as un-roped, against oct_cuda_rope_qk_store and then the call without
  * rope, on copies of the caches: the output and both caches byte-identical
- * (rows at or past max_ctx store nothing either way).  q/k norm on the E4M3
- * cases. */
+ * (rows at or past max_ctx store nothing either way).  q/k norm (two
+ * different weight vectors) on the E4M3 cases.  Counts its checks in
+ * attn_rope_checks. */
+static int attn_rope_checks;
 static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b,
                             const int64_t *list)
 {
@@ -1067,12 +1068,12 @@ static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b
                  qb = (size_t)(n * row) * 2, ob = (size_t)(n * qd) * 2;
     uint8_t *hc = malloc(2 * cb), *hr = malloc(2 * cb);
     uint16_t *hq = malloc(qb), *oa = malloc(ob), *ob_ = malloc(ob);
-    float *inv = malloc((size_t)d / 2 * 4), *nw = malloc((size_t)d * 4);
+    float *inv = malloc((size_t)d / 2 * 4), *nw = malloc((size_t)(2 * d) * 4);
     int32_t *slot = malloc((size_t)n * 4);
     REQUIRE(hc && hr && hq && oa && ob_ && inv && nw && slot);
     for (int64_t i = 0; i < d / 2; i++)
         inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / (float)d);
-    for (int64_t i = 0; i < d; i++)
+    for (int64_t i = 0; i < 2 * d; i++) /* q_norm, then k_norm */
         nw[i] = 0.5f + rng_unif();
     for (int64_t i = 0; i < n; i++) {
         const int64_t p = f->qp[list[i]];
@@ -1084,16 +1085,15 @@ static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b
     bool ok = dev_down(hc, f->dkc, cb) && dev_down(hc + cb, f->dvc, cb) && dev_down(hq, b->dq, qb);
     uint8_t *ca = dev_up(hc, 2 * cb), *cr = dev_up(hc, 2 * cb);
     uint16_t *qa = dev_up(hq, qb), *qr = dev_up(hq, qb), *outr = dev_up(NULL, ob);
-    float *dinv = dev_up(inv, (size_t)d / 2 * 4), *dnw = dev_up(nw, (size_t)d * 4);
+    float *dinv = dev_up(inv, (size_t)d / 2 * 4), *dnw = dev_up(nw, (size_t)(2 * d) * 4);
     int32_t *dsl = dev_up(slot, (size_t)n * 4);
     ok = ok && ca && cr && qa && qr && outr && dinv && dnw && dsl;
     const int dt = f->c->fp8 ? OCT_CUDA_KV_E4M3 : OCT_CUDA_KV_BF16;
-    const float *norm = f->c->fp8 ? dnw : NULL;
-    const oct_cuda_rope rope = {dinv, norm, norm, EPS};
-    oct_status st =
-        ok ? oct_cuda_rope_qk_store(qr, n, f->nq, f->nkv, d, b->dqp, dinv, norm, norm, EPS, dsl,
-                                    f->bs, dt, cr, cr + cb, f->ks, f->vs, NULL)
-           : OCT_ERR_NOMEM;
+    const float *qn = f->c->fp8 ? dnw : NULL, *kn = f->c->fp8 ? dnw + d : NULL;
+    const oct_cuda_rope rope = {dinv, qn, kn, EPS};
+    oct_status st = ok ? oct_cuda_rope_qk_store(qr, n, f->nq, f->nkv, d, b->dqp, dinv, qn, kn, EPS,
+                                                dsl, f->bs, dt, cr, cr + cb, f->ks, f->vs, NULL)
+                       : OCT_ERR_NOMEM;
     if (st == OCT_OK)
         st = oct_cuda_attention(qr, n, f->nq, f->nkv, d, b->dqs, b->dqp, f->dbt, f->max_blocks,
                                 f->bs, dt, cr, cr + cb, f->ks, f->vs, f->scale, f->c->window,
@@ -1114,8 +1114,9 @@ static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b
            "exact)",
            f->c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)n,
            same_out ? "identical" : "differ", same_kv ? "identical" : "differ");
+    attn_rope_checks++;
     printf("  attention %s kv, d %lld, %lld rows, RoPE inside%s: output and caches %s\n",
-           f->c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)n, norm ? " (q/k norm)" : "",
+           f->c->fp8 ? "e4m3" : "bf16", (long long)d, (long long)n, qn ? " (q/k norm)" : "",
            same_out && same_kv ? "byte-identical to rope_qk_store + attention" : "DIFFER");
     void *dev[] = {ca, cr, qa, qr, outr, dinv, dnw, dsl};
     for (size_t i = 0; i < OCT_ARRAY_LEN_T(dev); i++)
@@ -1125,6 +1126,7 @@ static void attn_rope_check(const struct attn_fix *f, const struct attn_batch *b
         free(host[i]);
 }
 
+/* One call over list[0..n) into out [n, nq d] (host); *nt its tiles. */
 static bool attn_call(const struct attn_fix *f, const int64_t *list, int64_t n, bool planned,
                       uint16_t *out, int64_t *nt)
 {
@@ -1298,6 +1300,9 @@ static void test_attention(void)
                 run_attention(&cases[i]);
     }
     oct_cuda_attn_decode_tc = -1;
+    /* the decode batches of the head-size-128 cases on the default kernels */
+    CHECKF(attn_rope_checks >= 8, "RoPE inside attention checked on %d batches (expected >= 8)",
+           attn_rope_checks);
 }
 
 static double now_s(void)

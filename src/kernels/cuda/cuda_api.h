@@ -240,6 +240,21 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
                              const int32_t *slot, int64_t block_size, int kv_dtype, void *k_cache,
                              void *v_cache, float k_scale, float v_scale, void *stream);
 
+/* rope (NULL: none): RoPE and the KV store inside the attention call, for a call
+ * that oct_cuda_attention_rope_fits and whose every row is the only row of its
+ * sequence: qkv holds q and k un-roped; each row's q and k heads are rotated
+ * (with Qwen3's q/k norm) as oct_cuda_rope_qk rotates them, and its k and v go
+ * into the cache at its position as oct_cuda_kv_store puts them (so a row's
+ * block-table entry for that position must be set, as for the store); qkv is
+ * not written; rows at or past max_ctx (NaN rows) store nothing.  The outputs
+ * and the cache are byte-identical to oct_cuda_rope_qk_store (those rows'
+ * slots -1) followed by the call without rope.  A call that does not fit:
+ * OCT_ERR_UNSUPPORTED; E4M3 scales as oct_cuda_kv_store checks them. */
+typedef struct oct_cuda_rope {
+    const float *inv_freq;        /* [d/2], device */
+    const float *q_norm, *k_norm; /* [d] or NULL, device */
+    float eps;
+} oct_cuda_rope;
 /* Causal paged attention.  Row t is the query at position p = row_pos[t] of
  * sequence row_seq[t] (whose K/V for 0..p are in the cache, blocks
  * block_tables[seq * max_blocks + j / block_size]); query head h reads KV head
@@ -276,20 +291,6 @@ oct_status oct_cuda_kv_store(const uint16_t *qkv, int64_t m, int64_t n_q, int64_
  * make them from out, for a call that oct_cuda_attention_act_fits; out is then
  * not written (a scratch in ws holds the bf16 rows).  Any other kind, or a call
  * that does not fit: OCT_ERR_UNSUPPORTED. */
-/* rope (NULL: none): RoPE and the KV store inside the attention call, for a call
- * that oct_cuda_attention_rope_fits and whose every row is the only row of its
- * sequence: qkv holds q and k un-roped; each row's q and k heads are rotated
- * (with Qwen3's q/k norm) as oct_cuda_rope_qk rotates them, and its k and v go
- * into the cache at its position as oct_cuda_kv_store puts them (so a row's
- * block-table entry for that position must be set, as for the store); qkv is
- * not written.  The outputs and the cache are byte-identical to
- * oct_cuda_rope_qk_store followed by the call without rope.  A call that does
- * not fit: OCT_ERR_UNSUPPORTED. */
-typedef struct oct_cuda_rope {
-    const float *inv_freq;        /* [d/2], device */
-    const float *q_norm, *k_norm; /* [d] or NULL, device */
-    float eps;
-} oct_cuda_rope;
 size_t oct_cuda_attention_workspace_bytes(int64_t m, int64_t n_q, int64_t d, int64_t max_ctx);
 oct_status oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, int64_t d,
                               const int32_t *row_seq, const int32_t *row_pos,

@@ -210,6 +210,9 @@ oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, in
         a.act = *act;
     }
     if (rope) { // RoPE and the KV store inside the decode kernel
+        if ((s = oct_cuda_kv_store_check(m, row_pos, block_size, kv_dtype, k_cache, v_cache,
+                                         k_scale, v_scale)) != OCT_OK)
+            return s;
         if (!rope->inv_freq || !oct_cuda_attention_rope_fits(m, d, n_tiles, qkv, k_cache, v_cache))
             return oct_cuda_ops_fail(OCT_ERR_UNSUPPORTED,
                                      "attention: RoPE inside a call of %lld rows, %lld tiles, "

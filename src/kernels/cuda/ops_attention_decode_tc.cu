@@ -74,11 +74,19 @@ __device__ __forceinline__ void cp16_or_zero(uint4 *dst, const void *src, bool v
                  : "memory");
 }
 
-// RoPE inside (a.rope): the block's query heads rotated, and the K and V rows
-// of the row's own position as cache bytes (made by the block of the row's last
-// partition, which fetch then reads them from instead of the cache).
-__shared__ __align__(16) uint16_t sm_q[8][128];
-__shared__ __align__(16) uint8_t sm_kv[2][256];
+// RoPE inside (a.rope, register path only): the block's query heads rotated,
+// and the K and V rows of the row's own position as cache bytes (made by the
+// block of the row's last partition, which fetch then reads them from instead
+// of the cache).  They live in the register path's dynamic shared memory, which
+// holds the warps' final states only after the main loop, so no kernel grows.
+struct RopeSmem {
+    uint16_t q[8][128];
+    uint8_t kv[2][256];
+};
+__device__ __forceinline__ RopeSmem &rope_smem()
+{
+    return *reinterpret_cast<RopeSmem *>(sm_ring);
+}
 
 // The tile's rows from position j0 on (rows at or past the partition's end are
 // zeros): put(i, p, sh) takes vector i of the lane (K: 0 .. 2W, V: 2W + r * W/2
@@ -97,7 +105,7 @@ __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Put put)
         const int64_t j = j0 + 8 * h + g;
         const bool sh = j == b.jnew;
         const uint4 *p = j >= b.je ? nullptr
-                         : sh      ? reinterpret_cast<const uint4 *>(sm_kv[0] + 32 * t * ES)
+                         : sh ? reinterpret_cast<const uint4 *>(rope_smem().kv[0] + 32 * t * ES)
                               : reinterpret_cast<const uint4 *>(kc + (kv_row(b, j) + 32 * t) * ES);
 #pragma unroll
         for (int w = 0; w < W; w++)
@@ -108,7 +116,7 @@ __device__ __forceinline__ void fetch(const Dec &b, int64_t j0, Put put)
         const int64_t j = j0 + 2 * t + (r & 1) + 8 * (r >> 1);
         const bool sh = j == b.jnew;
         const uint4 *p = j >= b.je ? nullptr
-                         : sh      ? reinterpret_cast<const uint4 *>(sm_kv[1] + 16 * g * ES)
+                         : sh ? reinterpret_cast<const uint4 *>(rope_smem().kv[1] + 16 * g * ES)
                               : reinterpret_cast<const uint4 *>(vc + (kv_row(b, j) + 16 * g) * ES);
 #pragma unroll
         for (int w = 0; w < W / 2; w++)
@@ -142,11 +150,10 @@ __device__ __forceinline__ void fetch_slot(const Dec &b, int64_t j0, uint4 *slot
 }
 
 // RoPE inside (a.rope), the block's part: warp w takes items w, w + 4, ... of
-// its query heads (rotated into sm_q), and where the partition ends at the
-// row's position p, the KV head's k (rotated) and v, as cache bytes into sm_kv
+// its query heads (rotated into rope_smem's q), and where the partition ends at
+// the row's position p, the KV head's k (rotated) and v, as cache bytes into kv
 // and, by the first block of the head's query-head split, into the cache at p.
-// oct_rope_head is rope_kernel's arithmetic, so the bits are the same.  Not
-// inlined: its registers stay out of the main loop's allocation.
+// oct_rope_head is rope_kernel's arithmetic, so the bits are the same.
 template <bool FP8> __device__ void rope_prologue(Dec &b)
 {
     const oct_attn_args &a = *b.a;
@@ -170,14 +177,14 @@ template <bool FP8> __device__ void rope_prologue(Dec &b)
         const float sc = kv ? a.v_scale : a.k_scale;
         auto put = [&](int i, uint16_t bits) {
             if (kv < 0) {
-                sm_q[it][i] = bits;
+                rope_smem().q[it][i] = bits;
             } else if (FP8) {
                 const uint8_t c = oct_kv_e4m3(bits, sc);
-                sm_kv[kv][i] = c;
+                rope_smem().kv[kv][i] = c;
                 if (base >= 0)
                     cache[base + i] = c;
             } else {
-                reinterpret_cast<uint16_t *>(sm_kv[kv])[i] = bits;
+                reinterpret_cast<uint16_t *>(rope_smem().kv[kv])[i] = bits;
                 if (base >= 0)
                     reinterpret_cast<uint16_t *>(cache)[base + i] = bits;
             }
@@ -255,13 +262,13 @@ struct TcState {
 };
 
 // Q rows of the block's heads (head g of lane (g, t), zero past ng) as A
-// fragments: from qkv, or rotated in sm_q with RoPE inside.
+// fragments: from qkv, or rotated in rope_smem() with RoPE inside.
 template <bool FP8> __device__ __forceinline__ void load_q(const Dec &b, TcState &s)
 {
     const oct_attn_args &a = *b.a;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, gq = min(g, b.ng - 1);
     const uint16_t *q = a.qkv + b.t * (a.n_q + 2 * a.n_kv) * a.d + (b.h0 + gq) * a.d;
-    const uint4 *qs = reinterpret_cast<const uint4 *>(sm_q[gq] + 32 * t);
+    const uint4 *qs = reinterpret_cast<const uint4 *>(rope_smem().q[gq] + 32 * t);
     uint4 v[4];
 #pragma unroll
     for (int w = 0; w < 4; w++)
@@ -476,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn
     else
         load_q<FP8>(b, s);
     const float sk = (a.fp8 ? a.scale * a.k_scale : a.scale) * kLog2e;
-    __syncthreads(); // sm_bt (and sm_q, sm_kv)
+    __syncthreads(); // sm_bt (and rope_smem())
     if (!STAGED && a.rope)
         load_q<FP8>(b, s);
     if constexpr (STAGED)
@@ -497,7 +504,9 @@ __global__ void __launch_bounds__(kThreads, FP8 ? 3 : 2) attn_decode_tc(oct_attn
 template <int GC, bool FP8> constexpr size_t smem_bytes(bool staged)
 {
     const size_t st = (size_t)kWarps * GC * (2 + 128) * sizeof(float);
-    return staged && ring_bytes<FP8>() > st ? ring_bytes<FP8>() : st;
+    if (staged)
+        return ring_bytes<FP8>() > st ? ring_bytes<FP8>() : st;
+    return sizeof(RopeSmem) > st ? sizeof(RopeSmem) : st;
 }
 
 template <int GC, bool FP8>
