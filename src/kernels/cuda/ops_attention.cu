@@ -210,6 +210,8 @@ oct_cuda_attention(const uint16_t *qkv, int64_t m, int64_t n_q, int64_t n_kv, in
         a.act = *act;
     }
     if (rope) { // RoPE and the KV store inside the decode kernel
+        // the store's checks (scales above all); row_pos stands for the slots,
+        // which the kernel derives from each row's position and block table
         if ((s = oct_cuda_kv_store_check(m, row_pos, block_size, kv_dtype, k_cache, v_cache,
                                          k_scale, v_scale)) != OCT_OK)
             return s;
